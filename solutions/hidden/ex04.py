@@ -90,9 +90,7 @@ def ambiguous_wins_over_the_status(ns: Namespace) -> None:
     _judged_without_a_key(
         ns,
         cases,
-        _(
-            "{cases}; and None from next_delay for each maybe-done one without an idempotency_key"
-        ),
+        _("{cases}; and None from next_delay for each maybe-done one without an idempotency_key"),
         _(
             "rule 1 applies when the flag is true (if getattr(error, 'ambiguous', False)); a "
             "false one says nothing about the request: go on to rules 2 to 5"
@@ -146,6 +144,30 @@ def status_comes_before_the_connection_class(ns: Namespace) -> None:
         _(
             "test ValueError, KeyError and the other 'everything else' classes last, if at "
             "all: the flag, labkit's classes and the status come first"
+        ),
+    )
+    # Rule 3 reads any int status, not only the statuses HTTP defines: a status of 0 (a
+    # library's "no answer") or 600 on a refusal or a timeout is "any other status", so
+    # permanent; a guard such as `if status:` or `100 <= status <= 599` lets it fall through
+    # to the class of the error.
+    specs = [
+        {"type": "ProxyRefused", "status": 0},
+        {"type": "ProxyRefused", "status": 600},
+        {"type": "DeadlineExceeded", "status": 0},
+        {"type": "ProxyError", "status": 0},
+    ]
+    got = verdicts(ns, specs)
+    expect(
+        got == ["permanent"] * 4,
+        _(
+            "'permanent' for a ConnectionRefusedError subclass carrying status 0 and one "
+            "carrying status 600, a TimeoutError subclass carrying status 0 and a "
+            "ConnectionError subclass carrying status 0 (any other int status is permanent)"
+        ),
+        got,
+        _(
+            "rule 3 applies to every int status, 0 and 600 included: test "
+            "isinstance(status, int) alone (not bool), never its truth or an HTTP range"
         ),
     )
 
@@ -856,6 +878,28 @@ def calls_in_two_threads_do_not_mix(ns: Namespace) -> None:
                 "kwargs": {**at_start, "deadline": 3600.0},
             },
         ),
+        # Retry-After 120 s at 250 s: in time for a 3600 s deadline, not for a 300 s one. A
+        # deadline kept in a module-level name between computing and testing it takes the
+        # other thread's.
+        _(
+            "next_delay for a 429 with Retry-After: 120 at 250 s into a 300 s deadline beside "
+            "the same into a 3600 s deadline"
+        ): (
+            {
+                "fn": "next_delay",
+                "error": http(429, 120),
+                "attempt": 1,
+                "seed": DELAY_SEED,
+                "kwargs": {"started_at": 0.0, "now": 250.0, "deadline": 300.0},
+            },
+            {
+                "fn": "next_delay",
+                "error": http(429, 120),
+                "attempt": 1,
+                "seed": DELAY_SEED + 1,
+                "kwargs": {"started_at": 0.0, "now": 250.0, "deadline": 3600.0},
+            },
+        ),
         _("next_delay for a refused connection beside a read timeout without a key"): (
             {
                 "fn": "next_delay",
@@ -912,11 +956,35 @@ def classify_unnamed_os_errors(ns: Namespace) -> None:
             "Network is unreachable",
         ),
         "OSError(EHOSTDOWN, 'Host is down')": ("EHOSTDOWN", "Host is down"),
+        # A call interrupted by a signal, a socket that would block: OSErrors of their own
+        # (InterruptedError, BlockingIOError), no ConnectionError nor TimeoutError.
+        "InterruptedError(EINTR, 'Interrupted system call')": (
+            "EINTR",
+            "Interrupted system call",
+        ),
+        "BlockingIOError(EAGAIN, 'Resource temporarily unavailable')": (
+            "EAGAIN",
+            "Resource temporarily unavailable",
+        ),
     }
-    got = verdicts(
-        ns,
-        [{"type": "OSError", "errno": code, "strerror": words} for code, words in cases.values()],
-    )
+    specs: list[dict[str, Any]] = [
+        {"type": "OSError", "errno": code, "strerror": words} for code, words in cases.values()
+    ]
+    # urllib's URLError is an OSError no rule names, whatever error it carries in .reason:
+    # unwrapped, its refusal is retried as never sent.
+    wrapped = {
+        "urllib.error.URLError(ConnectionRefusedError()) (the refusal in .reason)": {
+            "type": "URLError",
+            "reason": {"type": "ConnectionRefusedError"},
+        },
+        "urllib.error.URLError(TimeoutError('timed out')) (the timeout in .reason)": {
+            "type": "URLError",
+            "reason": {"type": "TimeoutError", "message": "timed out"},
+        },
+    }
+    cases = {**cases, **{name: ("", "") for name in wrapped}}
+    specs += list(wrapped.values())
+    got = verdicts(ns, specs)
     wrong = [
         _("{verdict} for {error}").format(verdict=repr(g), error=name)
         for name, g in zip(cases, got, strict=True)
@@ -928,7 +996,8 @@ def classify_unnamed_os_errors(ns: Namespace) -> None:
         "; ".join(wrong),
         _(
             "rule 4 names ConnectionRefusedError, TimeoutError and ConnectionError only: any "
-            "other OSError is everything else (rule 5), whatever its errno"
+            "other OSError is everything else (rule 5), whatever its errno or the error it "
+            "carries (a URLError's .reason)"
         ),
     )
 
@@ -1101,8 +1170,8 @@ def deadline_holds_across_a_clock_change(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "the status is the error's status attribute, never a number read out of its message: "
-    "ValueError('bad amount: 503'), KeyError('customer 429') and RuntimeError('worker 502 "
-    "stopped') are permanent, and next_delay gives them no retry",
+    "ValueError('bad amount: 503'), KeyError('customer 429'), RuntimeError('worker 502 "
+    "stopped') and KeyError(503) are permanent, and next_delay gives them no retry",
 )
 def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
     cases: dict[str, tuple[dict[str, Any], str]] = {
@@ -1115,6 +1184,16 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
             {"type": "RuntimeError", "message": "worker 502 stopped"},
             "permanent",
         ),
+        # Nor its first argument: a dict without the key 503 raises KeyError(503), and a
+        # check of an amount ValueError(502, 'too large').
+        "KeyError(503) (a dict without the key 503)": (
+            {"type": "KeyError", "args": [503]},
+            "permanent",
+        ),
+        "ValueError(502, 'too large')": (
+            {"type": "ValueError", "args": [502, "too large"]},
+            "permanent",
+        ),
     }
     _judged_without_a_key(
         ns,
@@ -1122,7 +1201,8 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
         _("{cases}; and None from next_delay for each of them without an idempotency_key"),
         _(
             "rule 3 reads getattr(error, 'status', None) when it is an int: a number in the "
-            "message is an amount, a customer, a duration, never the server's answer"
+            "message or in error.args is an amount, a customer, a key, never the server's "
+            "answer"
         ),
     )
 

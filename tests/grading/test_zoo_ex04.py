@@ -3857,6 +3857,233 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "a status of 0 skipped by a truth test (if status: a refusal with status 0 retried)",
+        "status_comes_before_the_connection_class",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool) and status:
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "only statuses 100-599 read (a refusal carrying 600 judged by its class)",
+        "status_comes_before_the_connection_class",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a refusal recognised by type(error) is ConnectionRefusedError (a subclass missed)",
+        "classify_never_sent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if type(error) is ConnectionRefusedError:
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "InterruptedError and BlockingIOError called never sent (EINTR, EAGAIN: try again)",
+        "classify_unnamed_os_errors",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, (InterruptedError, BlockingIOError)):
+                return "never_sent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "an interrupted system call (InterruptedError) called maybe done like a timeout",
+        "classify_unnamed_os_errors",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, (InterruptedError, BlockingIOError)):
+                return "maybe_done"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a socket's errno ECONNRESET or ECONNABORTED called never sent (dropped before reading)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            import errno as _errno
+
+            if getattr(error, "errno", None) in (_errno.ECONNRESET, _errno.ECONNABORTED):
+                return "never_sent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the deadline's end kept in a module-level name (another thread's deadline used)",
+        "calls_in_two_threads_do_not_mix",
+        """
+        _END = None
+
+
+        def next_delay(
+            error,
+            attempt,
+            rng,
+            *,
+            started_at,
+            now,
+            deadline=300.0,
+            max_attempts=5,
+            base=1.0,
+            cap=60.0,
+            idempotency_key=None,
+        ):
+            global _END
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            _END = started_at + deadline
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > _END:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a status read from error.args[0] when the error has none (KeyError(503) retried)",
+        "classify_reads_the_status_attribute_only",
+        """
+        _ref_classify = classify
+
+
+        def classify(error):
+            status = getattr(error, "status", None)
+            if status is None and not isinstance(error, OSError) and error.args:
+                first = error.args[0]
+                if isinstance(first, int) and not isinstance(first, bool):
+                    if first in (408, 429, 503):
+                        return "never_sent"
+                    if 500 <= first <= 599:
+                        return "maybe_done"
+            return _ref_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "urllib's URLError judged by its .reason (a refusal inside it called never sent)",
+        "classify_unnamed_os_errors",
+        """
+        import urllib.error
+
+        _ref_classify = classify
+
+
+        def classify(error):
+            if isinstance(error, urllib.error.URLError) and isinstance(
+                error.reason, BaseException
+            ):
+                return _ref_classify(error.reason)
+            return _ref_classify(error)
+    """,
+    ),
 ]
 
 
@@ -4241,6 +4468,33 @@ SAYS: dict[str, str] = {
     "classify reads a status out of any message (a read timeout's '429 ms' retried)": (
         "a read timeout whose message says 'after 429 ms'"
     ),
+    "a status of 0 skipped by a truth test (if status: a refusal with status 0 retried)": (
+        "'permanent' for a ConnectionRefusedError subclass carrying status 0"
+    ),
+    "only statuses 100-599 read (a refusal carrying 600 judged by its class)": (
+        "and one carrying status 600"
+    ),
+    "a refusal recognised by type(error) is ConnectionRefusedError (a subclass missed)": (
+        "ProxyRefused() (a library's ConnectionRefusedError subclass)"
+    ),
+    "InterruptedError and BlockingIOError called never sent (EINTR, EAGAIN: try again)": (
+        "InterruptedError(EINTR"
+    ),
+    "an interrupted system call (InterruptedError) called maybe done like a timeout": (
+        "BlockingIOError(EAGAIN"
+    ),
+    "a socket's errno ECONNRESET or ECONNABORTED called never sent (dropped before reading)": (
+        "ConnectionResetError(ECONNRESET, 'Connection reset by peer')"
+    ),
+    "the deadline's end kept in a module-level name (another thread's deadline used)": (
+        "a 429 with Retry-After: 120 at 250 s into a 300 s deadline"
+    ),
+    "a status read from error.args[0] when the error has none (KeyError(503) retried)": (
+        "'permanent' for KeyError(503) (a dict without the key 503)"
+    ),
+    "urllib's URLError judged by its .reason (a refusal inside it called never sent)": (
+        "urllib.error.URLError(ConnectionRefusedError())"
+    ),
 }
 
 
@@ -4290,6 +4544,8 @@ SEVERE = [
     "a sliding-window retry budget in the process (at most 50 retries per 60 s of now)",
     # A read timeout's duration taken for a 429: retried without a key, a charge runs twice.
     "classify reads a status out of any message (a read timeout's '429 ms' retried)",
+    # A reset after the request was read: retried without a key, a charge runs twice.
+    "a socket's errno ECONNRESET or ECONNABORTED called never sent (dropped before reading)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
@@ -4526,6 +4782,44 @@ RIGHT: list[tuple[str, str, str]] = [
         def next_delay(*a, **k):
             with _L:
                 return _prev(*a, **k)
+    """,
+    ),
+    (
+        "classify as an ordered table of (test, verdict) rules, the status by numbers.Integral",
+        "status_comes_before_the_connection_class",
+        """
+        import numbers
+        from labkit.errors import PermanentError, TransientError
+
+
+        def _status(error):
+            status = getattr(error, "status", None)
+            if isinstance(status, numbers.Integral) and not isinstance(status, bool):
+                return status
+            return None
+
+
+        def _by_status(status):
+            if status in (408, 429, 503):
+                return "never_sent"
+            return "maybe_done" if 500 <= status <= 599 else "permanent"
+
+
+        _RULES = (
+            (lambda e: bool(getattr(e, "ambiguous", False)), lambda e: "maybe_done"),
+            (lambda e: isinstance(e, TransientError), lambda e: "never_sent"),
+            (lambda e: isinstance(e, PermanentError), lambda e: "permanent"),
+            (lambda e: _status(e) is not None, lambda e: _by_status(_status(e))),
+            (lambda e: issubclass(type(e), ConnectionRefusedError), lambda e: "never_sent"),
+            (lambda e: isinstance(e, (TimeoutError, ConnectionError)), lambda e: "maybe_done"),
+        )
+
+
+        def classify(error):
+            for applies, verdict in _RULES:
+                if applies(error):
+                    return verdict(error)
+            return "permanent"
     """,
     ),
 ]

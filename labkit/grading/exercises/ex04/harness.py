@@ -14,6 +14,7 @@ import http.client
 import random
 import socket
 import ssl
+import urllib.error
 from collections.abc import MutableMapping
 from http import HTTPStatus
 from typing import Any
@@ -114,6 +115,10 @@ def _build(spec: dict[str, Any]) -> BaseException:
             [_build(member) for member in spec["members"]],
         )
         return group
+    if spec["type"] == "URLError":
+        # urllib's own: an OSError carrying the error it met in ``reason`` (a refusal, a
+        # timeout). No rule names it: "everything else", whatever its reason is.
+        return urllib.error.URLError(_build(spec["reason"]))
     if "args" in spec or "errno" in spec:
         kind = LOCAL_ERRORS.get(spec["type"]) or ERRORS[spec["type"]]
         # Built with the arguments its raiser gives it, e.g. SSLEOFError(8, "EOF occurred

@@ -46,6 +46,9 @@ NEVER_SENT = {
     },
     # A TransientError that is also a TimeoutError: rule 2 comes before rule 4.
     "PoolTimeout() (a TransientError that is also a TimeoutError)": {"type": "PoolTimeout"},
+    # A client library's own refusal (a proxy's): a ConnectionRefusedError subclass is a
+    # ConnectionRefusedError to isinstance, never sent like the built-in one.
+    "ProxyRefused() (a library's ConnectionRefusedError subclass)": {"type": "ProxyRefused"},
     # A bool is an int to isinstance, but no HTTP status: True read as status 1 calls a
     # refusal permanent.
     "ConnectionRefusedError('connection refused') with status = True (a bool, no status)": {
@@ -91,6 +94,13 @@ MAYBE_DONE = {
     "PermanentError(ambiguous = True) (the ambiguous flag is rule 1, before the classes)": {
         "type": "PermanentError",
         "ambiguous": True,
+    },
+    # A socket's own reset, with its errno: the peer dropped the connection after it may
+    # have read the request (an errno says how it broke, not whether it was sent).
+    "ConnectionResetError(ECONNRESET, 'Connection reset by peer') (a socket's reset)": {
+        "type": "ConnectionResetError",
+        "errno": "ECONNRESET",
+        "strerror": "Connection reset by peer",
     },
     # A socket's own timeout: its words say "Connection", not whether the request went out.
     "TimeoutError(ETIMEDOUT, 'Connection timed out') (a socket's timeout)": {
