@@ -733,6 +733,19 @@ def a_rate_limited_charge_keeps_its_retry_after(ns: Namespace) -> None:
         got = ns.harness(
             HARNESS + "rate_limited_charge", tmp, [kind, payload, key], RATE_LIMIT_RETRY_AFTER_S
         )
+    waited = got.get("waited")
+    if waited is not None:
+        # The handler charged again itself: not before the Retry-After the 429 gave.
+        expect(
+            waited >= RATE_LIMIT_RETRY_AFTER_S * 0.9,
+            _(
+                "after a 429 saying Retry-After: {s:g}s, no other charge from charge_handler "
+                "before {s:g}s have passed"
+            ).format(s=RATE_LIMIT_RETRY_AFTER_S),
+            _("it charged again {waited:.2f}s after the 429").format(waited=waited),
+            "let the 429 out (the worker waits its retry_after), or sleep exc.retry_after "
+            "before you charge again: a retry sooner hammers a rate-limited API",
+        )
     if "returned" in got:
         return  # the handler waited and charged again itself: the API's reply came back
     after = got["retry_after"]
@@ -785,16 +798,31 @@ def _arg(call: dict[str, Any], at: int, *names: str) -> str | None:
 #: capital, an accent written as two code points (NFD), a ligature, a tab. Each is the
 #: customer the API and the ledger know; the cleaned name is another customer.
 RAW_CUSTOMERS = (" cus_9", "cus_10 ", "Ana  Maria", "CUS_Ana", "jose\u0301", "\ufb01ona", "cus\t11")
+#: And quotes in a customer id: an apostrophe "escaped" by hand for SQL ("''") or for HTML
+#: (html.escape), and double quotes left around an id by a CSV export, stripped.
+RAW_CUSTOMERS += ("o'neil", '"cus_12"')
+#: And a long customer id (111 characters: an organisation's path), whole: an id cut to
+#: 32 or 64 characters (a VARCHAR(64) column) is another account, or one shared by many.
+RAW_CUSTOMERS += (
+    "org_acme-holdings-latin-america:" + "/".join(f"unit-{n:02d}" for n in range(10)),
+)
 #: One amount (in cents) per customer above, each one a round trip through reais in
 #: floating point changes: int(29 / 100 * 100) is 28 (0.29 * 100 is 28.999999999999996).
-RAW_AMOUNTS = (1003, 29, 1606, 57, 1631, 3205, 1956)
+RAW_AMOUNTS = (1003, 29, 1606, 57, 1631, 3205, 1956, 803, 1012, 1658)
+#: Jobs whose payload lacks its customer, or its amount (an invoice enqueued half
+#: filled in): no charge or entry may name a customer or an amount the job never gave
+#: ('unknown', one read off the job's key, a zero amount). Failing the job is right; so
+#: is passing on the None that payload.get returns (the API and the ledger judge it).
+HALF_FILLED = ({"amount": 4400}, {"customer": "cus_44"})
 
 
 @CHECKS.add(
     1,
     "the charge and the ledger entry name the job's customer exactly as the payload "
-    "gives it: stripped, lower-cased, normalised (NFC, NFKC) or with its spaces "
-    "collapsed, it is another customer, who is charged or credited in their place",
+    "gives it: stripped, lower-cased, normalised (NFC, NFKC), with its spaces collapsed, "
+    "its quotes escaped or removed or cut to a column's length, it is another customer, "
+    "who is charged or credited in their place; and a payload without its customer or "
+    "its amount gets no made-up one ('unknown', 0)",
     timeout=30.0,
 )
 def the_customer_as_the_job_names_it(ns: Namespace) -> None:
@@ -803,9 +831,14 @@ def the_customer_as_the_job_names_it(ns: Namespace) -> None:
             (which, {"customer": name, "amount": RAW_AMOUNTS[n]}, f"raw:{n}:{which}:v1")
             for n, name in enumerate(RAW_CUSTOMERS)
         )
+        half = tuple(
+            (which, payload, f"customer:half:{n}:{which}:v1")
+            for n, payload in enumerate(HALF_FILLED)
+        )
         with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
-            sent = ns.harness(HARNESS + "sent_here", which, tmp, [list(j) for j in jobs])
-        for job, calls in zip(jobs, sent, strict=True):
+            sent = ns.harness(HARNESS + "sent_here", which, tmp, [list(j) for j in jobs + half])
+        _nothing_made_up(which, half, sent[len(jobs) :])
+        for job, calls in zip(jobs, sent[: len(jobs)], strict=True):
             made = [c for c in calls if c["call"] == which]
             if not made:
                 continue  # nothing sent at all: the public checks say so
@@ -841,6 +874,50 @@ def the_customer_as_the_job_names_it(ns: Namespace) -> None:
                 "pass job.payload['amount'] on unchanged, an int in cents: a round trip "
                 "through reais in floating point (int(amount / 100 * 100)) loses a cent "
                 "on amounts such as 29",
+            )
+
+
+def _nothing_made_up(
+    which: str, jobs: tuple[tuple[str, dict[str, Any], str], ...], sent: list[Any]
+) -> None:
+    """Each of ``jobs`` (a payload without its customer or its amount) sent no charge or
+    entry that names a customer or an amount of the handler's own."""
+    for job, calls in zip(jobs, sent, strict=True):
+        made = [c for c in calls if c["call"] == which]
+        for field, at, names in (
+            ("customer", 0, ("customer", "account")),
+            ("amount", 1, ("amount",)),
+        ):
+            if field in job[1]:
+                continue
+            invented = [a for c in made if (a := _arg(c, at, *names)) not in (None, "None")]
+            if field == "customer":
+                wanted = (
+                    _("no charge to a customer of your own for job {key}, whose payload names none")
+                    if which == "charge"
+                    else _(
+                        "no ledger entry for a customer of your own for job {key}, whose "
+                        "payload names none"
+                    )
+                )
+            else:
+                wanted = (
+                    _("no charge of an amount of your own for job {key}, whose payload gives none")
+                    if which == "charge"
+                    else _(
+                        "no ledger entry of an amount of your own for job {key}, whose payload "
+                        "gives none"
+                    )
+                )
+            expect(
+                not invented,
+                wanted.format(key=job[2]),
+                _("the payload {payload}; it sent {which} with {field} {sent}").format(
+                    payload=job[1], which=which, field=field, sent=", ".join(invented)
+                ),
+                "read job.payload['customer'] and job.payload['amount'] as they are (a KeyError "
+                "fails the job, for a person to fix the invoice): a default such as 'unknown' "
+                "or 0 charges or books an account and an amount nobody asked for",
             )
 
 

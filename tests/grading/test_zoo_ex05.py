@@ -2418,6 +2418,225 @@ ZOO: list[tuple[str, str, str, str]] = [
                 raise TransientError(f"charge {job.key} failed: {exc}") from exc
     """,
     ),
+    (
+        "ex05",
+        "a missing customer charged as 'unknown' (payload.get with a default)",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer = job.payload.get("customer", "unknown")
+            amount = job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "a missing customer posted to the 'unknown' account",
+        "the_customer_as_the_job_names_it",
+        """
+        def post_handler(job, ctx):
+            customer = job.payload.get("customer") or "unknown"
+            amount = job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a missing ledger amount posted as 0 (payload.get('amount', 0))",
+        "the_customer_as_the_job_names_it",
+        """
+        def post_handler(job, ctx):
+            customer = job.payload["customer"]
+            amount = job.payload.get("amount", 0)
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a missing customer read off the job's key",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer = job.payload.get("customer") or job.key.split(":")[1]
+            return ctx.world.payments.charge(customer, job.payload["amount"], key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the customer's apostrophe doubled by hand for SQL",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer = job.payload["customer"].replace("'", "''")
+            return ctx.world.payments.charge(customer, job.payload["amount"], key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the customer stripped of the quotes around it (a CSV export)",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer = job.payload["customer"].strip("\\"'")
+            return ctx.world.payments.charge(customer, job.payload["amount"], key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger account HTML-escaped (html.escape)",
+        "the_customer_as_the_job_names_it",
+        """
+        import html
+
+        def post_handler(job, ctx):
+            customer, amount = html.escape(job.payload["customer"]), job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the customer id cut to 64 characters (a VARCHAR(64) column)",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer = job.payload["customer"][:64]
+            return ctx.world.payments.charge(customer, job.payload["amount"], key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger account cut to 32 characters",
+        "the_customer_as_the_job_names_it",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"][:32], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a missing customer posted as str(None)",
+        "the_customer_as_the_job_names_it",
+        """
+        def post_handler(job, ctx):
+            customer, amount = str(job.payload.get("customer")), job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 retried in the handler after 10 ms, its Retry-After ignored",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            while True:
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except TransientError:
+                    time.sleep(0.01)
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 retried in the handler after a fixed second",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429:
+                    raise
+                time.sleep(1)
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "a 429's Retry-After read as milliseconds (slept retry_after / 1000)",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429:
+                    raise
+                time.sleep(exc.retry_after / 1000)
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 retried with a backoff of its own (0.1 s, doubled), its Retry-After ignored",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for attempt in range(4):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except TransientError:
+                    if attempt == 3:
+                        raise
+                    time.sleep(0.1 * 2**attempt)
+    """,
+    ),
 ]
 
 
@@ -2833,6 +3052,45 @@ GOT.update(
     }
 )
 
+SAYS.update(
+    {
+        "a missing customer charged as 'unknown' (payload.get with a default)": (
+            "no charge to a customer of your own"
+        ),
+        "a missing customer posted to the 'unknown' account": (
+            "no ledger entry for a customer of your own"
+        ),
+        "a missing ledger amount posted as 0 (payload.get('amount', 0))": (
+            "no ledger entry of an amount of your own"
+        ),
+        "a missing customer read off the job's key": "no charge to a customer of your own",
+        "the customer's apostrophe doubled by hand for SQL": 'made to the customer "o\'neil"',
+        "the customer stripped of the quotes around it (a CSV export)": (
+            "made to the customer '\"cus_12\"'"
+        ),
+        "the ledger account HTML-escaped (html.escape)": 'posted for the customer "o\'neil"',
+        "the customer id cut to 64 characters (a VARCHAR(64) column)": (
+            "made to the customer 'org_acme-holdings-latin-america:unit-00"
+        ),
+        "the ledger account cut to 32 characters": (
+            "posted for the customer 'org_acme-holdings-latin-america:unit-00"
+        ),
+        "a missing customer posted as str(None)": "no ledger entry for a customer of your own",
+        "a 429 retried in the handler after 10 ms, its Retry-After ignored": (
+            "no other charge from charge_handler before 2.5s"
+        ),
+        "a 429 retried in the handler after a fixed second": (
+            "no other charge from charge_handler before 2.5s"
+        ),
+        "a 429's Retry-After read as milliseconds (slept retry_after / 1000)": (
+            "no other charge from charge_handler before 2.5s"
+        ),
+        "a 429 retried with a backoff of its own (0.1 s, doubled), its Retry-After ignored": (
+            "no other charge from charge_handler before 2.5s"
+        ),
+    }
+)
+
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
 
@@ -3109,6 +3367,53 @@ RIGHT: list[tuple[str, str, str]] = [
                 raise PermanentError(f"nothing to charge for {job.key}: {amount}")
             return ctx.world.payments.charge(customer, amount, key=job.key,
                                              idempotency_key=job.key)
+        """,
+    ),
+    (
+        "a payload without its customer passed on as None (payload.get), for the API to judge",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload.get("customer"), job.payload.get("amount")
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key)
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload.get("customer"), job.payload.get("amount")
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+        """,
+    ),
+    (
+        "the Idempotency-Key URL-quoted for a header (urllib.parse.quote, safe='')",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        from urllib.parse import quote
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=quote(job.key, safe=""))
+        """,
+    ),
+    (
+        "the mark read first in its own transaction, then again in the one that posts",
+        "post_survives_two_deliveries_at_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            if ctx.world.ledger.status(job.key) == "done":
+                return {"skipped": "already posted"}
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
         """,
     ),
 ]

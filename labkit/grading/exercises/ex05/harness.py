@@ -458,9 +458,12 @@ class _RateLimitedPayments:
 
     def __init__(self, reply: dict[str, Any], retry_after: float) -> None:
         self.reply, self.retry_after, self.calls = reply, retry_after, 0
+        #: When each charge came (time.monotonic()): a retry sooner than Retry-After shows.
+        self.times: list[float] = []
 
     def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self.calls += 1
+        self.times.append(time.monotonic())
         if self.calls == 1:
             raise TransientError(
                 f"429 from payments.charge: rate limited, retry after {self.retry_after:g}s; "
@@ -487,6 +490,9 @@ def rate_limited_charge(
     payments = _RateLimitedPayments(reply, retry_after)
     got, error = handled_once(values, folder, job, payments)
     got["calls"] = payments.calls
+    # How long after the 429 the handler charged again itself (None: it did not).
+    times = payments.times
+    got["waited"] = times[1] - times[0] if len(times) > 1 else None
     after = getattr(error, "retry_after", None)
     got["retry_after"] = float(after) if isinstance(after, (int, float)) else None
     return got
