@@ -60,15 +60,17 @@ def no_double_claim_across_processes(ns: Namespace) -> None:
 
 
 def _claimed_in_turn(
-    ns: Namespace, *jobs: dict[str, Any], index: str = ""
+    ns: Namespace, *jobs: dict[str, Any], index: str = "", then: str = ""
 ) -> tuple[list[int], list[object]]:
     """The ids of ``jobs`` (add_job's arguments, added in this order to a lab file that
-    holds ``index`` too, a CREATE INDEX, when given) and the ids that w1's claims at
-    now=100 take, one claim per job."""
+    holds ``index`` too, a CREATE INDEX, when given; ``then``, a statement run once they
+    are in, when given) and the ids that w1's claims at now=100 take, one claim per job."""
     with lab_file(ns) as (conn, path):
         if index:
             conn.execute(index)
         ids = [add_job(conn, **job) for job in jobs]
+        if then:
+            conn.execute(then)
         return ids, [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _job in jobs]
 
 
@@ -118,19 +120,22 @@ def oldest_due_first(ns: Namespace) -> None:
         got,
         _("ORDER BY run_after, id on the column itself: no ROUND, no CAST"),
     )
-    # Two jobs due at the same instant: the smaller id first, whatever their keys, kinds
-    # and queues say (ORDER BY run_after, key, length(key), kind or queue takes the other).
+    # Two jobs due at the same instant: the smaller id first, whatever their keys, kinds,
+    # queues and redrives say (ORDER BY run_after, key, length(key), kind, queue or
+    # redrives takes the other).
     (first, second), got = _claimed_in_turn(
         ns,
         dict(key="zz:10:v1", kind="sms", queue="reports", run_after=10.0),
         dict(key="a:2:v1", kind="email", queue="billing", run_after=10.0),
+        then="UPDATE jobs SET redrives = 1 WHERE key = 'zz:10:v1'",
     )
     expect(
         got == [first, second],
         _(
-            "job {first} (kind sms, queue reports) then job {second} (kind email, queue "
-            "billing), both due at 10: a tie of run_after goes to the smaller id, whatever "
-            "the keys, kinds and queues"
+            "job {first} (kind sms, queue reports, redriven once) then job {second} (kind "
+            "email, queue billing, never redriven), both due at 10: a tie of run_after goes "
+            "to the smaller id, whatever the keys, kinds and queues, and however often each "
+            "was redriven"
         ).format(first=first, second=second),
         got,
     )
@@ -203,6 +208,46 @@ def oldest_due_first(ns: Namespace) -> None:
             "at 50), for w1: no preference for the jobs a worker held before"
         ).format(first=first, own=own_id),
         got,
+    )
+    _ex03_in_turn_on_one_connection(ns)
+
+
+def _ex03_in_turn_on_one_connection(ns: Namespace) -> None:
+    """One long-lived worker claims in turn on one connection: each claim takes the job
+    due first among those ready at its now, one with a smaller id or an earlier run_after
+    than the job taken before included (a claim that resumes after the last id or the
+    last run_after it took skips it): here a job whose worker died, its lease ending
+    between the two claims."""
+    with lab_file(ns) as (conn, path):
+        later = add_job(
+            conn,
+            "a:1:v1",
+            state="running",
+            attempt=1,
+            run_after=50.0,
+            lease_owner="crashed",
+            lease_until=100.25,
+            lease_token="old",
+            updated_at=60.0,
+        )
+        first = add_job(conn, "a:2:v1", run_after=99.0)
+        last = add_job(conn, "a:3:v1", run_after=100.5)
+        calls = [["w1", 100.0, 30.0], ["w1", 101.0, 30.0], ["w1", 101.0, 30.0]]
+        got = ns.harness(HARNESS + "on_one_connection", str(path), calls)
+    ids = [None if "raised" in r else (r.get("returned") or {}).get("id") for r in got]
+    expect(
+        ids == [first, later, last],
+        _(
+            "on one connection, job {first} (due at 99) at now=100, then at now=101 job "
+            "{later} (due at 50, its worker dead: the lease ended at 100.25) before job "
+            "{last} (due at 100.5), though job {later} has a smaller id and an earlier "
+            "run_after than the job taken before"
+        ).format(first=first, later=later, last=last),
+        ", ".join(raised_text(r) if "raised" in r else _ex03_said(r.get("returned")) for r in got),
+        _(
+            "every claim chooses among every ready job, ORDER BY run_after, id: never "
+            "WHERE id > (or run_after >=) the last one taken, a cursor kept between calls"
+        ),
     )
 
 
@@ -345,6 +390,46 @@ def tokens_differ_between_worker_processes(ns: Namespace) -> None:
         _(
             "a counter or a generator started at import starts again in a restarted "
             "worker: draw the token from the database (lower(hex(randomblob(16)))) or secrets"
+        ),
+    )
+    _ex03_tokens_of_workers_started_anew(ns)
+
+
+def _ex03_tokens_of_workers_started_anew(ns: Namespace) -> None:
+    """Workers started on their own, not forked (a service each, or one restarted): each
+    imports the module afresh, so a generator seeded at import (random.seed(42)) draws the
+    same tokens in every one of them, and a counter started at import gives a token of
+    the worker, now and the counter again when the same worker, restarted, claims the
+    same job at the same instant after a redrive."""
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:1:send:v1")
+        tokens: list[Any] = []
+        # w1 claims and stalls; its lease ends at 130; w2, started on its own, takes over
+        # at 200; an operator redrives the job, and w2, restarted, claims it at 200 again.
+        for n, (worker, now) in enumerate((("w1", 100.0), ("w2", 200.0), ("w2", 200.0))):
+            if n == 2:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = 0,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL"
+                )
+            got = ns.harness(
+                HARNESS + "claim_in_a_worker_started_anew", str(path), worker, now, 30.0
+            )
+            if got.get("no cells") or (got.get("returned") or {}).get("id") != job_id:
+                return  # no cells to start a worker from, or a claim the others judge
+            tokens.append(_job(conn, job_id)["lease_token"])
+    expect(
+        len(set(tokens)) == len(tokens),
+        _(
+            "three different tokens for job {job_id}, claimed by w1 at 100, by w2 at 200 "
+            "(each a worker process started on its own, its module imported afresh), and "
+            "by w2 restarted, at 200 again after a redrive put the job back"
+        ).format(job_id=job_id),
+        _("the tokens: {tokens}").format(tokens=", ".join(map(repr, tokens))),
+        _(
+            "every worker started anew imports the module again: a random.seed() with a "
+            "constant, or a counter started at import, gives the same tokens in each; draw "
+            "the token from the database (lower(hex(randomblob(16)))) or secrets"
         ),
     )
 
@@ -966,6 +1051,16 @@ _EX03_WORKER_NAMES = (
 _EX03_UNNORMALIZED = "/Zoe\u0308-\uff57\uff12"
 
 
+#: A worker's name as a pool may build it: the host's full name, the process, the thread
+#: and a run id, past 255 characters (a column cut to VARCHAR(255) loses its end).
+_EX03_LONG_WORKER = (
+    "celery@jobs-worker-7f9c8d6b5-x2x9k.jobs-worker-headless.payments-prod.svc.cluster.local"
+    ".eu-west-1.compute.internal.example-payments-platform.corp.example.com"
+    ":4242:ThreadPoolExecutor-0_3:reports,billing,default,mail,sms,webhooks"
+    ":run-3f9a1c2e7b5d4e6f8a9b0c1d2e3f4a5b"
+)
+
+
 def _ex03_scene(name: str, seed: int) -> random.Random:
     return random.Random(f"ex03 {name} {seed}")
 
@@ -1187,7 +1282,7 @@ def the_job_due_first_in_a_long_backlog(ns: Namespace) -> None:
 def a_claim_writes_its_columns_and_only_them(ns: Namespace) -> None:
     for seed in scene_seeds():
         rng = _ex03_scene("columns", seed)
-        worker = _EX03_WORKER_NAMES[-1] + _EX03_UNNORMALIZED
+        worker = _EX03_LONG_WORKER + _EX03_UNNORMALIZED
         now = float(rng.randrange(1_000, 100_000)) + 0.25
         lease_s = rng.choice((30.0, 90.0, 600.0))
         with lab_file(ns) as (conn, path):
@@ -1322,6 +1417,45 @@ def a_claim_right_after_an_empty_poll_takes_the_job_now_due(ns: Namespace) -> No
     next claim takes it, with updated_at its own now."""
     for seed in scene_seeds():
         _ex03_due_just_after_an_empty_poll(ns, seed)
+        _ex03_enqueued_just_after_an_empty_poll(ns, seed)
+
+
+def _ex03_enqueued_just_after_an_empty_poll(ns: Namespace, seed: int) -> None:
+    """One long-lived worker polls a queue whose only job is due in an hour; a producer
+    then enqueues a job to run at once, and the worker's next claim, a millisecond later,
+    takes it: a claim that remembers when the queue's next job falls due (or pauses after
+    an empty poll, however briefly) answers None."""
+    rng = _ex03_scene("enqueued", seed)
+    now = float(rng.randrange(10_000, 2_000_000_000)) + 0.5
+    later = now + 0.001
+    with lab_file(ns) as (conn, path):
+        future = add_job(conn, "mail:1:send:v1", run_after=now + 3600)
+        calls = [["w1", now, 30.0], ["w1", later, 30.0]]
+        enqueued: list[list[dict[str, Any]]] = [[], [{"key": "mail:2:send:v1"}]]
+        run = ns.harness(HARNESS + "on_one_connection_fed", str(path), calls, enqueued)
+        got, [[], [fresh]] = run["results"], run["added"]
+        job = _job(conn, fresh)
+    taken = [r.get("returned") if "raised" not in r else None for r in got]
+    expect(
+        taken[0] is None
+        and isinstance(taken[1], dict)
+        and taken[1].get("id") == fresh
+        and job["updated_at"] == later,
+        _(
+            "on one connection, None at now={now!r} (job {future} is due in an hour), then "
+            "job {fresh}, enqueued meanwhile to run at once, at now={later!r}, with "
+            "updated_at={later!r}"
+        ).format(now=now, future=future, fresh=fresh, later=later),
+        "; ".join(
+            raised_text(r) if "raised" in r else _ex03_said(t)
+            for r, t in zip(got, taken, strict=True)
+        )
+        + _("; updated_at={updated_at!r}").format(updated_at=job["updated_at"]),
+        _(
+            "query the table at every call: no pause after an empty poll and no memory of "
+            "when the next job falls due (a job enqueued meanwhile is due sooner)"
+        ),
+    )
 
 
 def _ex03_due_just_after_an_empty_poll(ns: Namespace, seed: int) -> None:

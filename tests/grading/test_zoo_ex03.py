@@ -3334,6 +3334,213 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "the lease token sha256 of the worker, now and a counter started at import",
+        "tokens_differ_between_worker_processes",
+        """
+        import hashlib
+        import itertools
+        _COUNTER = itertools.count()
+        def claim(conn, worker, now, lease_s):
+            token = hashlib.sha256(f"{worker}|{now}|{next(_COUNTER)}".encode()).hexdigest()
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": token},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "random.seed(42) at import, the lease token from random.getrandbits(128)",
+        "tokens_differ_between_worker_processes",
+        """
+        import random
+        random.seed(42)  # reproducible runs
+        def claim(conn, worker, now, lease_s):
+            token = "%032x" % random.getrandbits(128)
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": token},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the next job's due time remembered after an empty poll (a job enqueued meanwhile waits)",
+        "a_claim_right_after_an_empty_poll_takes_the_job_now_due",
+        """
+        _NEXT_DUE = {}
+        def claim(conn, worker, now, lease_s):
+            due = _NEXT_DUE.get(worker)
+            if due is not None and now < due:
+                return None  # nothing is due before then: spare the database
+            _NEXT_DUE.pop(worker, None)
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            if row is None:
+                nxt = conn.execute(
+                    "SELECT min(run_after) FROM jobs WHERE state IN ('pending', 'retry_wait')"
+                ).fetchone()[0]
+                if nxt is not None:
+                    _NEXT_DUE[worker] = nxt
+                return None
+            return dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "claim pauses a tenth of a second after an empty poll (a job enqueued meanwhile waits)",
+        "a_claim_right_after_an_empty_poll_takes_the_job_now_due",
+        """
+        _IDLE_UNTIL = {}
+        def claim(conn, worker, now, lease_s):
+            if now < _IDLE_UNTIL.get(worker, float("-inf")):
+                return None
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            if row is None:
+                _IDLE_UNTIL[worker] = now + 0.1
+                return None
+            return dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "claim resumes after the last id it took (WHERE id > the last id, from 0 when none)",
+        "oldest_due_first",
+        """
+        _LAST = {"id": 0}
+        def claim(conn, worker, now, lease_s):
+            for floor in (_LAST["id"], 0):
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (((state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))) AND id > :floor"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                    {"worker": worker, "now": now, "lease_s": lease_s, "floor": floor},
+                ).fetchone()
+                if row is not None:
+                    _LAST["id"] = row["id"]
+                    return dict(row)
+            return None
+        """,
+    ),
+    (
+        "ex03",
+        "claim resumes from the last run_after it took (run_after >= it, until an empty poll)",
+        "oldest_due_first",
+        """
+        _FLOOR = {}
+        def claim(conn, worker, now, lease_s):
+            floor = _FLOOR.get(worker, float("-inf"))
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (((state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))) AND run_after >= :floor"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "floor": floor},
+            ).fetchone()
+            if row is None:
+                _FLOOR.pop(worker, None)
+                return None
+            _FLOOR[worker] = row["run_after"]
+            return dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "ties of run_after broken by redrives (ORDER BY run_after, redrives, id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, redrives, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the worker's name cut to 255 characters (a VARCHAR(255) habit)",
+        "a_claim_writes_its_columns_and_only_them",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker[:255], "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a redriven job skipped while its dead_reason is set (dead_reason IS NULL)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (((state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))) AND dead_reason IS NULL"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -3345,9 +3552,7 @@ SAYS: dict[str, str] = {
     "any job past its budget marked dead by the claim, and returned all the same": (
         "a job marked dead is not returned"
     ),
-    "updated_at that never goes back (max(updated_at, :now))": (
-        "then job 1 (due at"
-    ),
+    "updated_at that never goes back (max(updated_at, :now))": ("then job 1 (due at"),
     "claim pauses 5 s after an empty poll (a job due a moment later waits)": (
         "on one connection, None at now="
     ),
@@ -3697,6 +3902,31 @@ SAYS: dict[str, str] = {
     "the worker's name stored NFC-normalized (unicodedata.normalize('NFC', worker))": (
         "never cut or normalized"
     ),
+    "the lease token sha256 of the worker, now and a counter started at import": (
+        "three different tokens for job"
+    ),
+    "random.seed(42) at import, the lease token from random.getrandbits(128)": (
+        "three different tokens for job"
+    ),
+    "the next job's due time remembered after an empty poll (a job enqueued meanwhile waits)": (
+        "enqueued meanwhile to run at once"
+    ),
+    "claim pauses a tenth of a second after an empty poll (a job enqueued meanwhile waits)": (
+        "enqueued meanwhile to run at once"
+    ),
+    "claim resumes after the last id it took (WHERE id > the last id, from 0 when none)": (
+        "has a smaller id and an earlier"
+    ),
+    "claim resumes from the last run_after it took (run_after >= it, until an empty poll)": (
+        "has a smaller id and an earlier"
+    ),
+    "ties of run_after broken by redrives (ORDER BY run_after, redrives, id)": (
+        "redriven once) then job"
+    ),
+    "the worker's name cut to 255 characters (a VARCHAR(255) habit)": ("never cut or normalized"),
+    "a redriven job skipped while its dead_reason is set (dead_reason IS NULL)": (
+        "redriven twice after it"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3778,6 +4008,9 @@ SEVERE = [
     "the lease_s of a worker's first claim kept in a dict by worker name",
     "claim deletes dead jobs first (housekeeping: a dead job can never be redriven)",
     "claim deletes jobs finished over 30 days ago first (the key of a done job freed)",
+    "the lease token sha256 of the worker, now and a counter started at import",
+    "random.seed(42) at import, the lease token from random.getrandbits(128)",
+    "a redriven job skipped while its dead_reason is set (dead_reason IS NULL)",
 ]
 
 
@@ -4166,6 +4399,17 @@ def claim(conn, worker, now, lease_s):
             ("secrets", "f'{__import__(\"time\").time_ns()}-{secrets.token_hex(8)}'"),
         )
     ],
+    (
+        "the token from the random module, never seeded by hand (the interpreter seeds it from"
+        " the OS in every process)",
+        "tokens_differ_between_worker_processes",
+        "import random\n"
+        "def claim(conn, worker, now, lease_s):\n"
+        f"    row = conn.execute({_TOKEN_SQL!r},\n"
+        "        {'worker': worker, 'now': now, 'lease_s': lease_s,\n"
+        "         'token': '%032x' % random.getrandbits(128)}).fetchone()\n"
+        "    return None if row is None else dict(row)\n",
+    ),
     (
         "the job chosen and taken by its key, compared with = (key is UNIQUE)",
         "a_claim_takes_only_the_job_it_chose",

@@ -28,10 +28,17 @@ from labkit.grading.exercises import common
 from labkit.grading.exercises.common import begin_refused_once as begin_refused_once
 from labkit.grading.exercises.common import fresh_state, need, noted, outcome, plain_row
 from labkit.grading.exercises.elsewhere import as_process_one
-from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.labdb import add_job, connect
 from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import Traced, begins_with_the_lock, verb_of
+from labkit.grading.exercises.replay import cells_run_again
+from labkit.grading.exercises.tracing import (
+    Traced,
+    Watched,
+    begins_with_the_lock,
+    verb_of,
+    with_what_it_left,
+)
 from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 
 
@@ -383,3 +390,45 @@ def claim_tokens_in_one_tick(
     too."""
     with clock_moved(values, 0.0, datetime_module=True, stopped=True):
         return claim_tokens(values, path, claims, now, lease_s, redriven=True)
+
+
+def claim_in_a_worker_started_anew(
+    values: MutableMapping[str, Any], path: str, worker: str, now: float, lease_s: float
+) -> dict[str, Any]:
+    """One ``claim`` in a worker started anew, not forked: its namespace built again from
+    the cells (``replay.cells_run_again``), as a worker process started on its own (or
+    restarted) imports its module, so what the module does at import (``random.seed(42)``,
+    a counter started at 0) is done again in each. ``claim``'s outcome, or ``{"no cells":
+    True}`` when the namespace does not know its cells (``check()`` in Jupyter)."""
+    with cells_run_again(values) as again:
+        if again is None or not callable(again.get("claim")):
+            return {"no cells": True}
+        return claim(again, path, worker, now, lease_s)
+
+
+def on_one_connection_fed(
+    values: MutableMapping[str, Any],
+    path: str,
+    calls: list[list[Any]],
+    enqueued: list[list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """``on_one_connection``, a producer adding the jobs ``enqueued[i]`` (``add_job``'s
+    keyword arguments) on a connection of its own right before call ``i``, while the
+    worker's connection lives on. ``{"results": [outcome...], "added": [[job id...]...]}``."""
+    need(values, "claim")
+    conn, producer = connect(path), connect(path)
+    results: list[dict[str, Any]] = []
+    added: list[list[int]] = []
+    try:
+        with fresh_state(values):
+            for args, jobs in zip(calls, enqueued, strict=True):
+                added.append([add_job(producer, **job) for job in jobs])
+                got = outcome(values["claim"], Watched(conn), *args)
+                results.append(with_what_it_left(got, conn))
+    finally:
+        producer.close()
+        conn.close()
+    for result in results:
+        if "returned" in result:
+            result["returned"] = plain_row(result["returned"])
+    return {"results": results, "added": added}

@@ -358,6 +358,30 @@ def retried_jobs_run_again(ns: Namespace) -> None:
                     "forever, neither run nor dead"
                 ),
             )
+        # Put back by a redrive after it died (exercise 6): pending at attempt 0, with why
+        # it failed and died and how often it was redriven still on the row: ready all the
+        # same (a filter on dead_reason, last_error or redrives never runs it again).
+        redriven = add_job(
+            conn,
+            "mail:15:send:v1",
+            run_after=90.0,
+            last_error="SMTP 550 mailbox full",
+            dead_reason="max_attempts reached",
+        )
+        conn.execute("UPDATE jobs SET redrives = 2 WHERE id = ?", (redriven,))
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            got is not None and got.get("id") == redriven,
+            _(
+                "job {job_id} claimed at 100 (pending, due at 90, redriven twice after it "
+                "died: its last_error and dead_reason still on the row)"
+            ).format(job_id=redriven),
+            "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+            _(
+                "ready reads state and run_after (and lease_until for a running job) only: "
+                "never last_error, dead_reason or redrives, or a redriven job never runs"
+            ),
+        )
 
 
 @CHECKS.add(
