@@ -1082,6 +1082,30 @@ def one_trial_when_two_threads_ask_at_once(ns: Namespace) -> None:
             ),
         )
 
+    # The same, with B let in after each step (a read, a write, a lock released) of that
+    # record_failure(): one that opens the breaker under the lock and sets the opening
+    # time under it again shows B the old cooldown over between the two.
+    for run in ns.harness(HARNESS + "race_at_each_step_of_the_failed_trial", threshold=3):
+        if any(isinstance(run.get(t), dict) for t in ("A", "B")):
+            return  # record_failure() or allow() raised: the checks above say so
+        expect(
+            run["B_done"] and run.get("B") is False,
+            _(
+                "30 s after the breaker opened (cooldown_s=30), its trial fails: thread B "
+                "asks allow() right after step {n} of the trial's record_failure() ({step}): "
+                "False (the trial is out, then the breaker open again for a full cooldown)"
+            ).format(n=run["after"], step=run["step"]),
+            _("B: {b}").format(
+                b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later")
+            ),
+            _(
+                "open the breaker and set its opening time inside one 'with self._lock:': "
+                "between two locked blocks, another thread sees the state 'open' with the "
+                "old opening time, finds that cooldown over and sends a second trial to a "
+                "dependency that just failed"
+            ),
+        )
+
 
 @CHECKS.add(
     2,

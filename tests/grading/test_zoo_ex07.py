@@ -2888,6 +2888,69 @@ ZOO: list[tuple[str, str, str, str]] = [
                 return ok
     """,
     ),
+    (
+        "ex07",
+        "record_failure() opens under the lock, then sets the opening time under it again",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    opening = self.state == "half_open" or self.failures >= self.threshold
+                    if opening:
+                        self.state, self.trial_out = "open", False
+                if opening:
+                    with self._lock:
+                        self.opened_at = self.clock.now()
+    """,
+    ),
+    (
+        "ex07",
+        "record_failure() stamps the opening time in a helper that takes the lock again",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def _stamp(self):
+                with self._lock:
+                    self.opened_at = self.clock.now()
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    opened = self.state == "half_open" or self.failures >= self.threshold
+                    if opened:
+                        self.state, self.trial_out = "open", False
+                if opened:
+                    self._stamp()
+    """,
+    ),
+    (
+        "ex07",
+        "a failed trial's new cooldown counted from the last call refused during it",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                ok = super().allow()
+                if not ok and self.state == "half_open":
+                    self.last_refused = self.clock.now()
+                return ok
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open":
+                        self.state, self.trial_out = "open", False
+                        self.opened_at = getattr(self, "last_refused", self.clock.now())
+                    elif self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+                        self.trial_out = False
+    """,
+    ),
 ]
 
 
@@ -3166,6 +3229,15 @@ SAYS: dict[str, str] = {
     "the cooldown doubled from the 20th outage on": ("25 outages 600 s apart"),
     "the trial given up after two years without its result": (
         "allow() False 36500 days later still"
+    ),
+    "record_failure() opens under the lock, then sets the opening time under it again": (
+        "its trial fails: thread B asks allow() right after"
+    ),
+    "record_failure() stamps the opening time in a helper that takes the lock again": (
+        "its trial fails: thread B asks allow() right after"
+    ),
+    "a failed trial's new cooldown counted from the last call refused during it": (
+        "another caller refused halfway through it"
     ),
 }
 
@@ -4093,6 +4165,28 @@ RIGHT: list[tuple[str, str, str]] = [
                 with self._lock:
                     self.failures = 0
                     self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "a lock-free refusal while open, the cooldown checked again under the lock",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                # Quick refusal without the lock; anything that may let a call out is
+                # decided again under it.
+                if self.state == "open" and self.clock.now() < self.opened_at + self.cooldown_s:
+                    return False
+                return super().allow()
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.opened_at = self.clock.now()
+                        self.trial_out = False
+                        self.state = "open"
     """,
     ),
 ]

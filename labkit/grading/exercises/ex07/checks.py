@@ -205,10 +205,11 @@ def trial_failure_reopens_for_a_full_cooldown(ns: Namespace) -> None:
 
     def fresh_from_the_failure(case: tuple[float, float]) -> None:
         late, took = case
-        # The trial goes out `late` s after the cooldown ended and fails `took` s later:
-        # the new cooldown counts from that failure, not from the trial's start or from
-        # the end of the old cooldown.
-        trial = [["advance", 30.0 + late], ["allow", 0], ["advance", took], ["fail", 0]]
+        # The trial goes out `late` s after the cooldown ended and fails `took` s later,
+        # another caller refused halfway: the new cooldown counts from that failure, not
+        # from the trial's start, the refused call or the end of the old cooldown.
+        trial = [["advance", 30.0 + late], ["allow", 0], ["advance", took / 2], ["allow", 0]]
+        trial += [["advance", took / 2], ["fail", 0]]
         ends = [["advance", 29.75], ["allow", 0], ["advance", 0.25], ["allow", 0]]
         got = drive(ns, [*failures, *trial, *ends])[len(failures) + len(trial) :]
         before, at = got[1], got[3]
@@ -216,7 +217,8 @@ def trial_failure_reopens_for_a_full_cooldown(ns: Namespace) -> None:
             before is False and at is True,
             _(
                 "a trial let through {late:g} s after the cooldown ended that fails {took:g} s "
-                "later: allow() False 29.75 s after its failure, True 30 s after it"
+                "later (another caller refused halfway through it): allow() False 29.75 s "
+                "after its failure, True 30 s after it"
             ).format(late=late, took=took),
             _("{before}, then {at}").format(before=repr(before), at=repr(at)),
         )

@@ -115,6 +115,25 @@ def race_at_each_step_of_the_trial(
     return _sweep(values, _allow, _allow, fresh)
 
 
+def race_at_each_step_of_the_failed_trial(
+    values: MutableMapping[str, Any], threshold: int = 3, cooldown_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """The trial (let out ``cooldown_s`` after the opening) fails: thread A records it and
+    thread B asks ``allow()`` right after A's n-th step (an attribute read or written, or
+    a lock released). ``[{"after": n, "A": ..., "B": ..., "state": ...}]``: B is refused
+    whatever n is (the trial is out, or the breaker open again). A ``record_failure()``
+    that opens the breaker in one ``with self._lock:`` and sets the opening time in
+    another shows B, between the two, the old cooldown over: a second trial."""
+
+    def fresh() -> Any:
+        breaker, opened = _trial_let_out(values, threshold, cooldown_s, FakeClock())
+        if opened.get("trial") is not True:
+            raise ValueError("no trial")  # half_open_allows_one_trial says so
+        return breaker
+
+    return _sweep(values, _fail, _allow, fresh)
+
+
 def race_at_each_step_of_a_state_read(
     values: MutableMapping[str, Any], threshold: int = 3, cooldown_s: float = 30.0
 ) -> list[dict[str, Any]]:
