@@ -409,18 +409,22 @@ def a_failed_message_is_applied_when_redelivered(ns: Namespace) -> None:
     unreadable = [
         (_("without 'customer'"), [message_id(6), json.dumps({"order_id": 6, "total": 600})]),
         (_("cut short (not JSON)"), [message_id(7), '{"order_id": 7, "custo']),
+        # No 'order_id': an email for a made-up order (a default 0) is no email for it.
+        (_("without 'order_id'"), [message_id(8), json.dumps({"customer": "hal", "total": 800})]),
     ]
-    for (what, broken), fixed in zip(
-        unreadable, (_delivered_body(6, "fia"), _delivered_body(7, "gil")), strict=True
-    ):
+    fixed_bodies = (_delivered_body(6, "fia"), _delivered_body(7, "gil"), _delivered_body(8, "hal"))
+    for (what, broken), fixed in zip(unreadable, fixed_bodies, strict=True):
         with lab_file(ns, consumer_db, "mail.db") as (conn, path):
             got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), [broken, fixed])
             held = [r[0] for r in conn.execute("SELECT message_id FROM processed_messages")]
+            order = json.loads(fixed[1])
             expect(
-                "raised" in got[0] and got[1].get("returned") is True and len(emails(conn)) == 1,
+                "raised" in got[0]
+                and got[1].get("returned") is True
+                and emails(conn) == [(order["order_id"], order["customer"])],
                 _(
                     "consume({message_id}, a body {what}) to raise, and its redelivery, fixed, "
-                    "applied on the same connection: True and one email"
+                    "applied on the same connection: True and one email, for that order"
                 ).format(message_id=repr(broken[0]), what=what),
                 _(
                     "the first {first}, the redelivery {second}; emails {emails}; "
@@ -495,7 +499,7 @@ def an_order_killed_and_never_retried_is_whole_or_absent(ns: Namespace) -> None:
     "not the machine's clock",
 )
 def relay_marks_sent_at_the_now_given(ns: Namespace) -> None:
-    now = 1_767_225_600.75  # a fraction of a second: int() or round() shows
+    now = 1_767_225_600.7503  # a fraction of a second: int() or round(now, 3) shows
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
         seed_outbox(conn, ORDERS[:1])
         relay(ns, path, path.parent / "broker.db", now=now)
@@ -1947,4 +1951,46 @@ def relay_publishes_every_body_as_saved(ns: Namespace) -> None:
                 "content test in relay_once; publish(topic, message_id, body) with the row's "
                 "columns"
             ),
+        )
+
+
+#: Order ids past 2**53, where a float no longer holds every integer: float() of the
+#: first is 2**53, of the second 2**62 (SQLite's INTEGER holds both exactly).
+BIG_ORDER_IDS = (2**53 + 1, 2**62 + 1)
+
+
+@CHECKS.add(
+    1,
+    "an order id is an integer of any size SQLite holds: past 2**53 a float is another "
+    "number, so never pass it through float() (int(float(x)), json.loads(parse_int=float)) "
+    "in the message_id, the body or the email",
+)
+def order_ids_past_a_float_stay_exact(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        for order_id in BIG_ORDER_IDS:
+            place(ns, path, [order_id, "ana", 4200])
+        saved = [
+            (r["message_id"], json.loads(r["body"]).get("order_id"))
+            for r in rows_of(conn, "all_outbox")
+        ]
+        want = [(message_id(o), o) for o in BIG_ORDER_IDS]
+        expect(
+            saved == want,
+            _("the outbox messages (message_id, the body's order_id) {want}").format(want=want),
+            _("they are {saved}").format(saved=saved),
+            _("keep the order id an int from place_order's argument to the message"),
+        )
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        for order_id in BIG_ORDER_IDS:
+            body = json.dumps({"order_id": order_id, "customer": "ana", "total": 4200})
+            got = ns.harness(HARNESS + "consume", str(path), message_id(order_id), body, None)
+            _raised(got, f"consume({message_id(order_id)!r}, ...)", _("read the error"))
+        want_emails = [(o, "ana") for o in BIG_ORDER_IDS]
+        expect(
+            emails(conn) == want_emails,
+            _("the emails {emails}, each with the body's order id exactly").format(
+                emails=want_emails
+            ),
+            _("the emails {emails}").format(emails=emails(conn)),
+            _("json.loads gives the order id as an int: write it into the email as it is"),
         )

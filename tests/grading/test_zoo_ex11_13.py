@@ -7242,6 +7242,211 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
         """,
     ),
+    (
+        "ex11",
+        "the consumer writes the email's order_id as int(float(...)) (wrong past 2**53)",
+        "order_ids_past_a_float_stay_exact",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": int(float(order["order_id"])), "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer writes the email's order_id as float(...) (2**53 + 1 becomes 2**53)",
+        "order_ids_past_a_float_stay_exact",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": float(order["order_id"]), "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer parses the body with json.loads(parse_int=float), then int(order_id)",
+        "order_ids_past_a_float_stay_exact",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body, parse_int=float)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": int(order["order_id"]), "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order writes the body's order_id as int(float(order_id))",
+        "order_ids_past_a_float_stay_exact",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps(
+                        {"order_id": int(float(order_id)), "customer": customer, "total": total}
+                    )
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order builds the message_id from int(float(order_id))",
+        "order_ids_past_a_float_stay_exact",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{int(float(order_id))}:placed:v1", "body": body},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay stores sent_at rounded to the millisecond (round(now, 3))",
+        "relay_marks_sent_at_the_now_given",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id",
+                    {"now": round(now, 3), "id": row_id},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer defaults a missing order_id to 0 (order.get('order_id', 0))",
+        "a_failed_message_is_applied_when_redelivered",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order.get("order_id", 0), "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay truncates sent_at to the millisecond (int(now * 1000) / 1000)",
+        "relay_marks_sent_at_the_now_given",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = ? WHERE id = ?", (int(now * 1000) / 1000, row_id)
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
 ]
 
 
@@ -7750,6 +7955,30 @@ SAYS: dict[str, str] = {
     "serial: now never goes back, the largest now seen kept in a module list": (
         "claim_serial on one connection at now=300"
     ),
+    "the consumer writes the email's order_id as int(float(...)) (wrong past 2**53)": (
+        "each with the body's order id exactly"
+    ),
+    "the consumer writes the email's order_id as float(...) (2**53 + 1 becomes 2**53)": (
+        "each with the body's order id exactly"
+    ),
+    "the consumer parses the body with json.loads(parse_int=float), then int(order_id)": (
+        "each with the body's order id exactly"
+    ),
+    "place_order writes the body's order_id as int(float(order_id))": (
+        "the outbox messages (message_id, the body's order_id)"
+    ),
+    "place_order builds the message_id from int(float(order_id))": (
+        "the outbox messages (message_id, the body's order_id)"
+    ),
+    "the relay stores sent_at rounded to the millisecond (round(now, 3))": (
+        "sent_at = 1767225600.7503"
+    ),
+    "the consumer defaults a missing order_id to 0 (order.get('order_id', 0))": (
+        "a body without 'order_id') to raise"
+    ),
+    "the relay truncates sent_at to the millisecond (int(now * 1000) / 1000)": (
+        "sent_at = 1767225600.7503"
+    ),
 }
 
 #: Text the failing check's "got" line must hold, where its expectation is shared.
@@ -7909,6 +8138,7 @@ SEVERE = [
     "the consumer records the message id cut to 255 characters (a VARCHAR(255) habit)",
     "the relay publishes only bodies with an order_id, marks the other facts sent unpublished",
     "both claims cap the lease at an hour (min(lease_s, 3600)): a longer one ends early",
+    "the consumer defaults a missing order_id to 0 (order.get('order_id', 0))",
 ]
 
 
@@ -8755,6 +8985,112 @@ def consume(conn, message_id, body):
             applied = _ok_consume(conn, message_id, body)
             _log("consume", (message_id, applied))
             return applied
+        """,
+    ),
+    (
+        "place_order in a SAVEPOINT, RELEASEd, or rolled back TO it and RELEASEd on an error",
+        "place_order_is_one_transaction",
+        """
+        import json
+        def place_order(conn, order_id, customer, total):
+            conn.execute("SAVEPOINT place")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("RELEASE place")
+            except BaseException:
+                conn.execute("ROLLBACK TO place")
+                conn.execute("RELEASE place")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "consume tells a new id by SELECT changes() after INSERT OR IGNORE, writes"
+        " str(order_id) (the INTEGER column stores the integer)",
+        "order_ids_past_a_float_stay_exact",
+        """
+        import json
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT OR IGNORE INTO processed_messages (message_id) VALUES (?)",
+                    (message_id,),
+                )
+                fresh = conn.execute("SELECT changes()").fetchone()[0] == 1
+                if fresh:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (str(order["order_id"]), order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh
+        """,
+    ),
+    (
+        "place_order commits with conn.commit() and writes the body with ensure_ascii=False",
+        "body_is_json_for_any_name",
+        """
+        import json
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps(
+                        {"order_id": order_id, "customer": customer, "total": total},
+                        ensure_ascii=False,
+                    )
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.commit()
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "relay_once reads pending rows 50 at a time until none is left",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            while True:
+                rows = conn.execute(
+                    "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                    " ORDER BY id LIMIT 50"
+                ).fetchall()
+                if not rows:
+                    return sent
+                for row_id, topic, message_id, body in rows:
+                    publish(topic, message_id, body)
+                    conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                    sent.append(message_id)
         """,
     ),
 ]
