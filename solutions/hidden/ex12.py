@@ -256,6 +256,41 @@ def _own_schedules_in(
 def last_fired_is_the_newest_key(ns: Namespace) -> None:
     for seed in scene_seeds():
         _last_fired_is_the_newest_key_in(ns, Random(f"{seed}:newest"))
+        _the_newest_of_a_long_history_in(ns, Random(f"{seed}:history"))
+
+
+def _the_newest_of_a_long_history_in(ns: Namespace, rng: Random) -> None:
+    """A schedule of minutes that has fired for a day or two (thousands of keys, in the
+    order they fired), then a 'latest' catch-up after downtime: the newest key is read
+    from all of them, not from a first page (fetchmany(1000), LIMIT 1000 in key or row
+    order), which holds an older one and refills the slots the catch-up left on purpose."""
+    period = 60
+    count = rng.randint(1500, 2500)
+    latest = T0 + (count - 1 + rng.randint(5, 20)) * period
+    missed = rng.randint(2, 4)
+    now = latest + missed * period + rng.randint(0, period - 1)
+    want = _keys_between("metrics", latest + period, latest + missed * period, period)
+    with lab_file(ns) as (conn, path):
+        conn.execute("BEGIN")
+        for slot in [*(T0 + k * period for k in range(count)), latest]:
+            add_job(conn, reference_key("metrics", slot), kind="metrics", state="succeeded")
+        conn.execute("COMMIT")
+        created = _tick(ns, path, now, schedule="metrics", period=period, since=T0)
+        keys = _keys(conn)
+    expect(
+        in_slot_order(created) == want and len(keys) == count + 1 + len(want),
+        _(
+            "after {count} slots of a minute schedule and then {latest} alone (a 'latest' "
+            "catch-up), only the {missed} slots after {latest}: {keys}"
+        ).format(count=count, latest=slot_iso(latest), missed=missed, keys=short_repr(want, 200)),
+        _("created {created}; the table holds {jobs} jobs").format(
+            created=short_repr(created, 200), jobs=len(keys)
+        ),
+        _(
+            "read the newest key of all the schedule's keys (SELECT max(key) ... ): a first "
+            "page of them (fetchmany, LIMIT) holds an older one"
+        ),
+    )
 
 
 def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
@@ -1024,7 +1059,7 @@ def each_tick_reads_the_table_again(ns: Namespace) -> None:
         got = ns.harness(
             HARNESS + "tick_beside_another", str(path), "ledger", HOUR, T0, nows, T0 + 4 * HOUR
         )
-        said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+        said = [g["returned"] if "returned" in g else raised_text(g) for g in got[:3]]
         want = [[reference_key("ledger", T0 + k * HOUR)] for k in (0, 5, 6)]
         expect(
             [in_slot_order(s) for s in said] == want,
@@ -1042,6 +1077,25 @@ def each_tick_reads_the_table_again(ns: Namespace) -> None:
                 "read the newest key with the prefix from the table at the start of every "
                 "tick, through the conn you are given: no dict, global or cache of what this "
                 "scheduler fired or read, no connection kept from an earlier call"
+            ),
+        )
+        # The same scheduler then ticks at 06:00:05 on another table, where nothing fired
+        # (another tenant's, or the first restored empty): every slot since 00:00 is due
+        # there, whatever this process fired elsewhere.
+        fourth = got[3] if len(got) > 3 else {}
+        other = _keys_between("ledger", T0, T0 + 6 * HOUR, HOUR)
+        expect(
+            in_slot_order(fourth.get("returned")) == other,
+            _(
+                "then, on another table where nothing fired, a tick at 06:00:05 to create "
+                "the {count} slots from 00:00 to 06:00"
+            ).format(count=len(other)),
+            raised_text(fourth)
+            if "raised" in fourth
+            else _("created {created}").format(created=short_repr(fourth.get("returned"), 200)),
+            _(
+                "what fired is the table's, the one conn reaches: a memory of what this "
+                "process fired, even taken as max(memory, table), is another table's"
             ),
         )
     _idle_ticks_hand_the_connection_back(ns)
@@ -1274,7 +1328,14 @@ def a_scheduler_whose_clock_runs_behind_creates_nothing(ns: Namespace) -> None:
     # repeats") fires 01:00 here, a slot the 02:00 run already stood for.
     for catch_up in ("all", "latest"):
         with lab_file(ns) as (conn, path):
-            add_job(conn, reference_key("nightly", fired), kind="nightly", run_after=fired)
+            # Its row says when that scheduler ticked: 300 ms after 02:00, after this now.
+            add_job(
+                conn,
+                reference_key("nightly", fired),
+                kind="nightly",
+                run_after=fired,
+                updated_at=fired + 0.3,
+            )
             got = ns.harness(HARNESS + "tick", str(path), "nightly", HOUR, T0, now, catch_up, None)
             keys = _keys(conn)
         expect(

@@ -3417,11 +3417,131 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        "ex12",
+        "tick takes what fired as max(its memory of the name, the table's newest key)",
+        "each_tick_reads_the_table_again",
+        """
+        _FIRED = {}
+
+        from datetime import UTC, datetime
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            mem = _FIRED.get(schedule)
+            if mem is not None and (last is None or mem > last):
+                last = mem
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                _FIRED[schedule] = slot
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "slot_key refuses a name longer than 255 characters (a VARCHAR(255)'s width)",
+        "slot_key_names_the_slot",
+        """
+        from datetime import UTC, datetime
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule or len(schedule) > 255:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            fired = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "what fired read among the jobs whose updated_at <= now (another scheduler's clock ahead)",
+        "a_scheduler_whose_clock_runs_behind_creates_nothing",
+        """
+        from datetime import UTC, datetime
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs"
+                " WHERE substr(key, 1, :n) = :prefix AND updated_at <= :now",
+                {"n": len(prefix), "prefix": prefix, "now": now},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "the newest key read among the first 1000 of the schedule's keys (fetchmany(1000))",
+        "last_fired_is_the_newest_key",
+        """
+        from datetime import UTC, datetime
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT key FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchmany(1000)
+            row = (max((r[0] for r in row), default=None),)
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "tick takes what fired as max(its memory of the name, the table's newest key)": (
+        "on another table where nothing fired"
+    ),
+    "slot_key refuses a name longer than 255 characters (a VARCHAR(255)'s width)": (
+        "slot_key('warehouse_inventory"
+    ),
+    "what fired read among the jobs whose updated_at <= now (another scheduler's clock ahead)": (
+        "400 ms before 02:00:00"
+    ),
+    "the newest key read among the first 1000 of the schedule's keys (fetchmany(1000))": (
+        "slots of a minute schedule and then"
+    ),
     "each job inserted due at 1e18, its run_after set to the slot by an UPDATE after it": (
         "run_after its slot"
     ),
@@ -3744,6 +3864,11 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    # A schedule with a name past 255 characters never fires: loud (a ValueError), caught
+    # by a check of keys, not severe.
+    "slot_key refuses a name longer than 255 characters (a VARCHAR(255)'s width)",
+    # The clock-behind scene fires slots before the other's; its check is not severe.
+    "what fired read among the jobs whose updated_at <= now (another scheduler's clock ahead)",
     # Every slot once; the keys come back in another order, from one process to the next.
     "tick gathers the keys it created in a set (returned in the order of their hashes)",
     # A name with braces raises: loud, and that schedule's slots wait for a fix.

@@ -148,6 +148,8 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
         " ",
         "{region}_daily",
         "eu：west",
+        # A long name (a job described in its name): no cap such as a VARCHAR(255)'s.
+        "_".join(["warehouse_inventory_reconciliation_for_region"] * 8),
     ):
         prop((name, T0 + 2 * HOUR))
 

@@ -33,7 +33,7 @@ from labkit.grading.exercises.ex12.outage import ints_written_in as ints_written
 from labkit.grading.exercises.ex12.outage import tick_head as tick_head
 from labkit.grading.exercises.ex12.outage import tick_in_memory as tick_in_memory
 from labkit.grading.exercises.killsweep import sweep
-from labkit.grading.exercises.labdb import add_job, connect
+from labkit.grading.exercises.labdb import add_job, connect, lab_db
 from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.replay import cells_run_again
@@ -209,13 +209,15 @@ def tick_beside_another(
     nows: list[float],
     fired: float,
 ) -> list[dict[str, Any]]:
-    """Three ticks (``catch_up="all"``) of one scheduler in one process, at ``nows[0]``,
+    """Four ticks (``catch_up="all"``) of one scheduler in one process, at ``nows[0]``,
     ``nows[1]`` and ``nows[2]``; after the first, another scheduler fires the slot
     ``fired`` alone (a 'latest' catch-up). The second tick runs on the same connection
     (and the same object) as the first, as a scheduler's long-lived connection; before the
-    third it reconnects (its first connection closed). The three outcomes: a scheduler
+    third it reconnects (its first connection closed); the fourth ticks at ``nows[2]`` on
+    another table of the same folder, where nothing fired. The four outcomes: a scheduler
     that remembers what it fired, or caches what it read per connection, instead of
-    reading the table, fills the gap the other left; one that keeps its first connection
+    reading the table, fills the gap the other left, or finds nothing due on the other
+    table (a memory taken as max(memory, table)); one that keeps its first connection
     fails on the new one."""
     args = (schedule, period_s, since)
     with fresh_state(values):
@@ -232,7 +234,16 @@ def tick_beside_another(
             third = outcome(values["tick"], Watched(conn), *args, nows[2], "all")
         finally:
             conn.close()
-    return [first, second, third]
+        # The same process then ticks the schedule on another table (another tenant's, or
+        # the first one restored empty), where nothing fired: what this process fired on
+        # the first is no part of it.
+        other = Path(path).with_name("other.db")
+        conn = lab_db(other)
+        try:
+            fourth = outcome(values["tick"], Watched(conn), *args, nows[2], "all")
+        finally:
+            conn.close()
+    return [first, second, third, fourth]
 
 
 class _LockedOnce(Watched):
