@@ -391,7 +391,14 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
         # A rate with three decimals, a count beyond a float's 53 bits and a key in mixed
         # case: rounded, turned into a float or lower-cased, each is another request.
         "Rate": 0.125,
+        # A whole number sent as a float: 1.0 stored as 1 is retyped too.
+        "scale": 1.0,
         "row_limit": 2**53 + 1,
+        # A field whose name starts with '_' is the caller's as much as any ("private"
+        # fields dropped lose it), and a text with an accent written as a letter and a
+        # combining mark (NFD, as macOS writes file names): normalized, it is another text.
+        "_source": "erp-export",
+        "title": "Relato\u0301rio de ma\u0300rc\u0327o",
     }
     # An account named twice (the caller's list as it is): a list made unique is another.
     body["accounts"].append(body["accounts"][0])
@@ -421,7 +428,8 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
             "'request': body}, ...); a field cut short, a list trimmed or made unique, or "
             "a null, empty or false field dropped (at any depth), a number rounded or "
             "turned into a float, or a field's name lower-cased runs another report than "
-            "the one asked for"
+            "the one asked for; so does a field whose name starts with '_' taken out, or a "
+            "text normalized (unicodedata.normalize)"
         ),
     )
 
@@ -941,7 +949,32 @@ def no_token_is_401(ns: Namespace) -> None:
 )
 def requests_without_a_key_are_never_merged(ns: Namespace) -> None:
     bodies = ({"month": "2026-01"}, {"month": "2026-02"}, {"month": "2026-01"})
-    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+    with scratch(ns) as folder:
+        _more_than_a_listing_holds(folder / "jobs.db")
+        _keyless_are_jobs_of_their_own(ns, folder / "jobs.db", bodies)
+
+
+#: Jobs of bob's already in the store when the requests without a key come: more than
+#: ``store.jobs()`` lists (1000), so a key made up from that list's length is one key.
+KEYLESS_AMONG = 1001
+
+
+def _more_than_a_listing_holds(db: Path) -> None:
+    """Fill the store at ``db`` with ``KEYLESS_AMONG`` jobs of bob's."""
+    from labkit.store import JobStore
+
+    with JobStore(db) as store:
+        store.enqueue_many(
+            "report",
+            [{"owner": "bob", "request": {"n": n}} for n in range(KEYLESS_AMONG)],
+            keys=[f"check:keyless:{n}" for n in range(KEYLESS_AMONG)],
+        )
+
+
+def _keyless_are_jobs_of_their_own(ns: Namespace, db: Path, bodies: tuple[Any, ...]) -> None:
+    """POST ``bodies`` without a key to a server over ``db``: a job of its own for each."""
+    folder = db.parent
+    with served(ns, db) as app:
         ids = [
             accepted_id(app.post(body), _("the request {body} without a key").format(body=body))
             for body in bodies
@@ -952,7 +985,9 @@ def requests_without_a_key_are_never_merged(ns: Namespace) -> None:
             "three jobs for three requests without a key, two of them with the same body",
             _("job ids {ids}, jobs stored per request {stored}").format(ids=ids, stored=stored),
             "pass key=None to store.enqueue when the request has no Idempotency-Key (a key "
-            "made from the body merges two requests that happen to be alike)",
+            "made from the body merges two requests that happen to be alike, one made from "
+            "the number of jobs store.jobs() lists, which stops at 1000, or from id(body), "
+            "which Python hands out again, merges any two)",
         )
 
 
@@ -1081,8 +1116,8 @@ def _one_job_per_key(
         ),
         "use the Idempotency-Key exactly as it came (scoped to the caller): no lower(), no "
         "cutting it short (not its start, its middle or its end), no characters taken out or "
-        "replaced (quotes, a letter not ASCII turned into '?'); two keys that differ are two "
-        "requests",
+        "replaced (quotes, a slash, a letter not ASCII turned into '?'), no number read out "
+        "of it ('077' is not '77'); two keys that differ are two requests",
     )
     return first
 
@@ -1115,6 +1150,9 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
     # collapsed) and a comma (only the part before it kept, as if a proxy had joined two
     # headers): each is a key of its own.
     keys += ["order:77", "order  77", "order-77,retry"]
+    # A slash (taken out, as from a path) and a number with a leading zero (read as the
+    # number it spells): 'order/77' is not 'order77', nor is '077' the key '77'.
+    keys += ["order/77", "077", "77"]
     # 60 characters, which every app must take, then 200 and 300. A long key refused with
     # a clear 400 loses and duplicates nothing: odd_keys_are_data holds an app to taking
     # 200 characters, this check only to never merging two keys.

@@ -1424,7 +1424,7 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         "    safe = idempotency_key\n"
         "    if safe is not None:\n"
         "        safe = re.sub(r\"['\\\";]\", '', safe)\n"
-        "    key = None if safe is None else f\"report:{owner}:{safe}\"\n",
+        '    key = None if safe is None else f"report:{owner}:{safe}"\n',
     ),
     (
         # Cut from the other end, "where the unique part of a key is": two long keys that
@@ -1576,7 +1576,7 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         ACCEPT_OK,
         "    return JSONResponse(status_view(job))\n",
         '    if job.state in ("running", "retry_wait"):\n'
-        '        return JSONResponse(status_view(job), status_code=202,\n'
+        "        return JSONResponse(status_view(job), status_code=202,\n"
         '                            headers={"Retry-After": "2"})\n'
         "    return JSONResponse(status_view(job))\n",
     ),
@@ -1687,9 +1687,7 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         "status_finds_a_job_among_thousands",
         STATUS_OK,
         LOCATION,
-        LOCATION.replace(
-            "str(RETRY_AFTER_S)", 'str(max(1, 2 * len(store.jobs(state="pending"))))'
-        ),
+        LOCATION.replace("str(RETRY_AFTER_S)", 'str(max(1, 2 * len(store.jobs(state="pending"))))'),
     ),
     (
         # Jitter so clients do not poll in lockstep, drawn from 0: "poll now" once in three.
@@ -1758,6 +1756,117 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         ENQUEUE,
         "        body = {k: float(v) if type(v) is int else v for k, v in body.items()}\n"
         + ENQUEUE,
+    ),
+]
+
+
+# Requests without a key given a key made up from the store's listing of jobs: its length,
+# or its highest id plus one. store.jobs() lists at most 1000, so among more jobs every
+# such request gets the same key, and the second is refused (or merged with the first).
+ZOO += [
+    (
+        "a request without a key keyed by the number of jobs store.jobs() lists",
+        "requests_without_a_key_are_never_merged",
+        STATUS_OK,
+        KEY_LINE,
+        '    key = f"report:{owner}:{idempotency_key}" if idempotency_key is not None else '
+        'f"report:{owner}:auto-{len(store.jobs())}"\n',
+    ),
+    (
+        "a request without a key keyed by the highest listed job id plus one",
+        "requests_without_a_key_are_never_merged",
+        STATUS_OK,
+        KEY_LINE,
+        '    key = f"report:{owner}:{idempotency_key}" if idempotency_key is not None else '
+        'f"report:{owner}:next-{max([j.id for j in store.jobs()] or [0]) + 1}"\n',
+    ),
+]
+
+
+# A request stored almost whole, a refusal of one's own, and a view kept once a job ended.
+ZOO += [
+    (
+        # "Fields starting with '_' are private": the caller's '_source' is dropped.
+        "fields whose name starts with '_' taken out of the stored request",
+        "the_request_is_stored_whole",
+        STATUS_OK,
+        ENQUEUE,
+        '        body = {k: v for k, v in body.items() if not k.startswith("_")}\n' + ENQUEUE,
+    ),
+    (
+        "the request's texts normalized to NFC before they are stored",
+        "the_request_is_stored_whole",
+        STATUS_OK,
+        ENQUEUE,
+        "        import unicodedata\n"
+        '        body = {k: unicodedata.normalize("NFC", v) if isinstance(v, str) else v '
+        "for k, v in body.items()}\n" + ENQUEUE,
+    ),
+    (
+        # A pre-check of the author's own before enqueue, with one text for every field.
+        "a top-level password refused before enqueue with a message that names no field",
+        "credential_in_the_body_is_refused",
+        STATUS_OK,
+        "    try:\n" + ENQUEUE,
+        '    if any(f in body for f in ("password", "secret", "token")):\n'
+        '        return JSONResponse({"detail": "credentials are not allowed in a report '
+        'request"},\n'
+        "                            status_code=422)\n"
+        "    try:\n" + ENQUEUE,
+    ),
+    (
+        # "A finished job never changes": its view kept per owner and id, and a dead job
+        # an operator redrove still shows dead.
+        "views of ended jobs kept per owner and id (a redriven job still shows dead)",
+        STATUS_OK,
+        ACCEPT_OK,
+        """    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+"""
+        + OWNER_CHECK,
+        """    ended = globals().setdefault("ENDED_VIEWS", {})
+    if (owner, job_id) in ended:
+        return JSONResponse(ended[(owner, job_id)])
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+    if (job is not None and isinstance(job.payload, dict) and job.payload.get("owner") == owner
+            and str(job.state) in ("succeeded", "dead", "cancelled")):
+        ended[(owner, job_id)] = status_view(job)
+"""
+        + OWNER_CHECK,
+    ),
+]
+
+
+# Keys and numbers "normalized" on the way in.
+ZOO += [
+    (
+        "slashes taken out of the key: 'order/77' meets 'order77'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        "    key = None if idempotency_key is None else "
+        "f\"report:{owner}:{idempotency_key.replace('/', '')}\"\n",
+    ),
+    (
+        "a numeric key read as its number: '077' meets '77'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        "    if idempotency_key is not None and idempotency_key.isdigit():\n"
+        "        idempotency_key = str(int(idempotency_key))\n" + KEY_LINE,
+    ),
+    (
+        "the request's whole floats turned into integers (1.0 stored as 1)",
+        "the_request_is_stored_whole",
+        STATUS_OK,
+        ENQUEUE,
+        "        body = {k: int(v) if isinstance(v, float) and v.is_integer() else v "
+        "for k, v in body.items()}\n" + ENQUEUE,
     ),
 ]
 

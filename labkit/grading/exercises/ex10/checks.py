@@ -276,9 +276,13 @@ def credential_in_the_body_is_refused(ns: Namespace) -> None:
         # Each refusal names its own field: a fixed text ("no passwords") tells a caller
         # who sent an api_key nothing about what to take out.
         second = app.post({"month": "2026-06", "api_key": "sk_live_51Hx"})
+        # A password at the top of the body too: a check of one's own before enqueue
+        # ("no password, token or secret field") must name the field it refused as well.
+        third = app.post({"month": "2026-06", "password": "hunter3"})
         for field, value, refused in (
             ("password", "hunter2", reply),
             ("api_key", "sk_live_51Hx", second),
+            ("password", "hunter3", third),
         ):
             expect(
                 refused.status_code == 422 and field in refused.text and value not in refused.text,
@@ -406,6 +410,7 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
                     "owner learns why it ended"
                 ),
             )
+            _shown_again_once_redriven(app, db, ended.id)
             # A job that succeeded: its owner reads the result where the status was.
             done = _succeeded_job(db)
             finished = app.status(done)
@@ -428,6 +433,31 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
                     "of your own leaves the caller without it"
                 ),
             )
+
+
+def _shown_again_once_redriven(app: App, db: Path, job_id: int) -> None:
+    """An operator redrives alice's dead job ``job_id``: her next poll shows it pending."""
+    from labkit.store import JobStore
+
+    with JobStore(db) as store:
+        store.redrive(job_id, "ERP back")
+    polled = app.status(job_id)
+    try:
+        view = polled.json() if polled.status_code == 200 else {}
+    except ValueError:
+        view = {}
+    expect(
+        polled.status_code == 200 and isinstance(view, dict) and view.get("state") == "pending",
+        _(
+            "200 with state 'pending' for alice's job {job_id} once an operator redrove it "
+            "(it was dead when she polled it before)"
+        ).format(job_id=job_id),
+        f"{polled.status_code} {polled.text[:160]}",
+        _(
+            "read the job with store.get on every GET and keep no answer: a job that ended "
+            "(dead) can be redriven and run again, so a view kept for it goes stale"
+        ),
+    )
 
 
 def _shown_while_running(app: App, job: Any) -> None:
