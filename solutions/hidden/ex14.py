@@ -1852,3 +1852,80 @@ def two_orders_at_once_in_one_worker_keep_their_own(ns: Namespace) -> None:
                     "a nested function: nothing about the order in hand lives at module level"
                 ),
             )
+
+
+@CHECKS.add(
+    2,
+    "a job declined on its resume after a deploy must end 'failed' for good: its next "
+    "delivery sends no e-mail and charges nothing (set 'failed' WHERE order_id = the "
+    "order, whatever version the call was given)",
+    severe=True,
+)
+def a_job_declined_after_a_deploy_stays_failed(ns: Namespace) -> None:
+    with scene(ns) as folder:
+        run(ns, folder, ORDER, 1, crash_after="ledger.transaction()")
+        with_declines(folder)
+        run(ns, folder, ORDER, 2)  # resumed after the deploy: declined
+        got = run(ns, folder, ORDER, 2)  # delivered once more
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            ok and got.get("returned") == "failed",
+            _(
+                "order {order_id}, started on version 1, killed after its reservation, "
+                "declined on its resume with policy_version=2 and delivered again: 'failed', "
+                "{effects}, the job 'failed'"
+            ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, True)),
+            _("{returned}; {seen}").format(returned=repr(got.get("returned")), seen=seen),
+            _("the decline's UPDATE must match the job's row by its order id alone"),
+        )
+
+
+@CHECKS.add(
+    2,
+    "commit the decline and 'failed' BEFORE the release: a kill right after the release "
+    "must not undo them, or the job's next run charges the card again (this time it may "
+    "go through) for an order whose stock is already back",
+    severe=True,
+)
+def a_decline_kept_through_a_kill_in_the_release(ns: Namespace) -> None:
+    with scene(ns, 1) as folder:  # declined once: a second call of the charge succeeds
+        run(ns, folder, ORDER, 1, crash_after="ledger.transaction()#2")
+        got = run(ns, folder, ORDER)
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            ok and got.get("returned") == "failed",
+            _(
+                "order {order_id}, its charge declined once, killed right after the release "
+                "and run again: 'failed', {effects}, the job 'failed'"
+            ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, True)),
+            _("{returned}; {seen}").format(returned=repr(got.get("returned")), seen=seen),
+            _(
+                "COMMIT the decline's checkpoint and state = 'failed' in their transaction "
+                "before do_step(..., 'release'): a resume then only finishes the release"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a second copy of a declined job must not release the stock twice: read the "
+    "release's mark and post it in ONE ledger transaction, never a world.ledger.status "
+    "or find of its own before it",
+    severe=True,
+)
+def a_second_copy_of_a_declined_job_releases_once(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        got = ns.harness(HARNESS + "run_overtaken", str(folder), ORDER, 1, "ledger.read")
+        if not got["fired"]:
+            return  # no ledger read in a transaction of its own: no gap to run into
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            ok,
+            _(
+                "order {order_id}, declined: {effects}, the job 'failed', when a second copy "
+                "of its job ran whole right after the first copy's ledger read made outside "
+                "its post's transaction"
+            ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, True)),
+            seen,
+            _("read tx.status(key) inside the transaction that posts and marks"),
+        )

@@ -2199,6 +2199,84 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        "ex14",
+        "the reserve's mark read by world.ledger.status, in a transaction before the post's",
+        "a_second_copy_of_the_job_reserves_once",
+        _edit(
+            DO_STEP,
+            (
+                "        with world.ledger.transaction() as tx:\n"
+                '            if tx.status(key) == "done":\n'
+                '                return {"skipped": key}\n',
+                '        if world.ledger.status(key) == "done":\n'
+                '            return {"skipped": key}\n'
+                "        with world.ledger.transaction() as tx:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the reserve skipped when world.ledger.find(key) has an entry, read before the post",
+        "a_second_copy_of_the_job_reserves_once",
+        _edit(
+            DO_STEP,
+            (
+                "        with world.ledger.transaction() as tx:\n"
+                '            if tx.status(key) == "done":\n'
+                '                return {"skipped": key}\n',
+                "        if world.ledger.find(key):\n"
+                '            return {"skipped": key}\n'
+                "        with world.ledger.transaction() as tx:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the decline's transaction committed after the release (a kill in it undoes the decline)",
+        "a_decline_kept_through_a_kill_in_the_release",
+        _edit(
+            RUN_ORDER,
+            (
+                '                conn.execute("COMMIT")\n                state = "failed"\n'
+                "                break\n",
+                '                checkpoint("release", json.dumps(\n'
+                '                    do_step(world, order, "release")))\n'
+                '                conn.execute("COMMIT")\n'
+                '                return "failed"\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "'failed' set WHERE order_id AND policy_version = the call's (a resumed job stays running)",
+        "a_job_declined_after_a_deploy_stays_failed",
+        _edit(
+            RUN_ORDER,
+            (
+                "SET state = 'failed' WHERE order_id = :id\"",
+                "SET state = 'failed' WHERE order_id = :id AND policy_version = :version\"",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release's mark read by world.ledger.status before its own transaction",
+        "a_second_copy_of_a_declined_job_releases_once",
+        _edit(
+            DO_STEP,
+            (
+                "        with world.ledger.transaction() as tx:\n"
+                '            if tx.status(key) == "done":\n'
+                '                return {"skipped": key}\n',
+                '        if step == "release" and world.ledger.status(key) == "done":\n'
+                '            return {"skipped": key}\n'
+                "        with world.ledger.transaction() as tx:\n"
+                '            if step == "reserve" and tx.status(key) == "done":\n'
+                '                return {"skipped": key}\n',
+            ),
+        ),
+    ),
 ]
 
 
@@ -2299,10 +2377,30 @@ SEVERE = [
     "the order in hand kept in a module global, read by the checkpoint",
     "a 409 of the charge (KeyInProgress) caught with PermanentError as a decline",
     "the amount charged through reais and back, int(amount / 100 * 100)",
+    "the reserve's mark read by world.ledger.status, in a transaction before the post's",
+    "the reserve skipped when world.ledger.find(key) has an entry, read before the post",
+    "the decline's transaction committed after the release (a kill in it undoes the decline)",
+    "'failed' set WHERE order_id AND policy_version = the call's (a resumed job stays running)",
+    "the release's mark read by world.ledger.status before its own transaction",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "the release's mark read by world.ledger.status before its own transaction": (
+        "of its job ran whole right after the first copy's ledger read"
+    ),
+    "the reserve's mark read by world.ledger.status, in a transaction before the post's": (
+        "a second copy of its job ran whole"
+    ),
+    "the reserve skipped when world.ledger.find(key) has an entry, read before the post": (
+        "a second copy of its job ran whole"
+    ),
+    "the decline's transaction committed after the release (a kill in it undoes the decline)": (
+        "killed right after the release"
+    ),
+    "'failed' set WHERE order_id AND policy_version = the call's (a resumed job stays running)": (
+        "declined on its resume with policy_version=2"
+    ),
     "the job row read before its INSERT, the version taken from the call when none was": (
         "the version its job's row holds"
     ),

@@ -98,6 +98,10 @@ class _Moments:
             self.crashed = True
             raise SimulatedCrash(f"crashed right after {what}, before its checkpoint")
 
+    def read_alone(self, what: str) -> None:
+        """A ledger read in a transaction of its own (``ledger.status``, ``ledger.find``)
+        returned: no kill here, a moment only for a copy that overtakes (``run_overtaken``)."""
+
 
 class _Service:
     def __init__(self, service: Any, moments: _Moments, name: str, action: str) -> None:
@@ -136,6 +140,16 @@ class _Ledger:
         self._moments.before("ledger.mark")
         reply = self._ledger.mark(*args, **kwargs)
         self._moments.after("ledger.mark")
+        return reply
+
+    def status(self, *args: Any, **kwargs: Any) -> Any:
+        reply = self._ledger.status(*args, **kwargs)
+        self._moments.read_alone("ledger.status")
+        return reply
+
+    def find(self, *args: Any, **kwargs: Any) -> Any:
+        reply = self._ledger.find(*args, **kwargs)
+        self._moments.read_alone("ledger.find")
         return reply
 
     def __getattr__(self, name: str) -> Any:
@@ -477,6 +491,13 @@ def run_overtaken(
                         second.update(outcome(_job, ns, where, order, version, again))
                     except SimulatedCrash:
                         second.update({"crashed": True})
+
+        def read_alone(self, what: str) -> None:
+            # A mark read in a ledger transaction of its own is one too: the second copy
+            # runs right after it, before the first copy's post.
+            # (``after="ledger.read"``: right after the first such read, whatever came before.)
+            if after in ("ledger.transaction()", "ledger.read"):
+                self.after(after)
 
     with fresh_state(values):
         first = outcome(_job, values, where, order, version, _Overtaken())
