@@ -1473,6 +1473,35 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # A time limit of its own: it gives up while another consumer still holds an
+        # entry. The check runs the second consumer with a clock that runs fast while it
+        # sleeps (ex09/fastclock.py), so a few seconds of waiting are minutes by its clock.
+        "gives up after 3 s of its own clock while another consumer still holds an entry",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            ('    cursor = "0-0"\n', '    cursor = "0-0"\n    give_up = time.time() + 3\n'),
+            (
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1):\n',
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1) or (\n'
+                "                time.time() > give_up\n"
+                "            ):\n",
+            ),
+        ],
+    ),
+    (
+        "waits at most 60 s (monotonic) for the entries others hold, then returns",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            ('    cursor = "0-0"\n', '    cursor = "0-0"\n    give_up = time.monotonic() + 60\n'),
+            (
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1):\n',
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1) or (\n'
+                "                time.monotonic() > give_up\n"
+                "            ):\n",
+            ),
+        ],
+    ),
 ]
 
 
@@ -2085,6 +2114,100 @@ RIGHT += [
         "a class with Lua scripts: the done record read in the script, after a slow run_job",
         "two_copies_of_a_key_at_once_apply_once",
         RIGHT[0][2],
+    ),
+]
+
+RIGHT += [
+    (
+        "BLOCK 1000 on new reads and a 1 s sleep between empty rounds: slow, not wrong",
+        "returns_soon_after_the_others_finish",
+        r'''
+# Slow but right: BLOCK 1000 on new reads, 1 s between empty rounds.
+def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
+    """Run the entries of stream ``<prefix>:stream`` as ``consumer`` of group ``workers``.
+
+    Return how many entries this call applied, once no entry is pending for anyone
+    (``XPENDING`` empty) and no new entry waits. The group exists already.
+
+    - Each entry has fields ``key`` and ``payload`` (JSON text). **Applying** it means
+      ``RPUSH <prefix>:effects <key>``, at most once per key, ever: keep a record
+      ``<prefix>:done:<key>`` and make record, effect and ``XACK`` one atomic step
+      (``WATCH`` + ``MULTI``, or a Lua script), so a kill can never split them. An entry
+      whose key is already done is only acknowledged.
+    - Each round takes ONE entry (``COUNT 1``), from the first of: your own pending
+      entries (``XREADGROUP ... 0``, what you held before a restart), entries of any
+      consumer idle at least ``idle_ms`` (``XAUTOCLAIM``), new entries (``XREADGROUP ...
+      >``). One at a time, because an entry you hold and have not started still gains a
+      delivery each time you crash on another. If there is none but something is still
+      pending, wait about 50 ms and look again.
+    - One ``XAUTOCLAIM`` looks at no more than ten pending entries for each one it may
+      claim (https://redis.io/docs/latest/commands/xautoclaim/: ten times ``COUNT``): start
+      each call at the cursor the last one returned (its reply's first element), or an
+      idle entry behind ten busy ones is never reached.
+    - Before running an entry, read its delivery count (``XPENDING``). Above
+      ``max_deliveries``: add it to ``<prefix>:dead`` with fields ``key``, ``payload`` and
+      a non-empty ``reason``, and ``XACK`` it in the same ``MULTI``; do not run it.
+    - Otherwise call ``run_job(payload, deliveries)``; if it raises, leave the entry
+      pending (no ``XACK``): it comes back with one more delivery.
+    - An entry of yours that ``XREADGROUP ... 0`` returns with no fields (``{}``) was
+      deleted from the stream (``XDEL``, ``XTRIM``) while pending: nothing is left to run
+      or count, but it stays pending until you ``XACK`` it, or until an ``XAUTOCLAIM``
+      drops it from the PEL (it drops such entries whatever their idle time, and lists
+      them in its reply's third element).
+    """
+    r = redis.Redis.from_url(url, decode_responses=True)
+    stream, dead, effects = f"{prefix}:stream", f"{prefix}:dead", f"{prefix}:effects"
+    applied = 0
+    # Where the next XAUTOCLAIM looks from: one call looks at no more than ten pending
+    # entries (COUNT 1), so each goes on where the last one stopped, and the scan starts
+    # again at "0-0" once a call returns "0-0" (it went round the whole PEL).
+    cursor = "0-0"
+    while True:
+        # An entry of ours deleted from the stream comes with no fields: skipped here,
+        # the XAUTOCLAIM below drops it from the PEL (whatever its idle time).
+        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)
+        entries = [e for _s, found in rows for e in found if e[1]]
+        if not entries:
+            cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]
+            entries = [e for e in claimed if e[1]]
+        if not entries:
+            rows = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=1000)
+            entries = [e for _s, found in rows for e in found if e[1]]
+        if not entries:
+            if not r.xpending_range(stream, GROUP, "-", "+", 1):
+                return applied
+            time.sleep(1)  # slower than the 50 ms asked for, but it waits
+            continue
+        for entry_id, fields in entries:
+            info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)
+            deliveries = int(info[0]["times_delivered"]) if info else 1
+            if deliveries > max_deliveries:
+                pipe = r.pipeline(transaction=True)
+                pipe.xadd(dead, {"key": fields["key"], "payload": fields["payload"],
+                                 "reason": f"delivered {deliveries} times, more than "
+                                           f"{max_deliveries}: the consumer never finished it"})
+                pipe.xack(stream, GROUP, entry_id)
+                pipe.execute()
+                continue
+            try:
+                run_job(json.loads(fields["payload"]), deliveries)
+            except Exception:
+                continue
+            record = f"{prefix}:done:{fields['key']}"
+            try:
+                with r.pipeline(transaction=True) as pipe:
+                    pipe.watch(record)
+                    done_before = pipe.exists(record)
+                    pipe.multi()
+                    if not done_before:
+                        pipe.set(record, entry_id)
+                        pipe.rpush(effects, fields["key"])
+                    pipe.xack(stream, GROUP, entry_id)
+                    pipe.execute()
+            except redis.WatchError:
+                continue  # someone applied the key meanwhile: the entry comes round again
+            applied += 0 if done_before else 1
+''',
     ),
 ]
 

@@ -32,6 +32,7 @@ from labkit.explore.boundaries import Boundary
 from labkit.explore.killrun import read_log
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex09.commands import _foreign_names, _monitored
+from labkit.grading.exercises.ex09.fastclock import FAST
 from labkit.grading.exercises.killsweep import hash_salt, sweep_seed, with_checks_sample
 from labkit.grading.stub import stub_error
 from labkit.lang import _
@@ -528,11 +529,17 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
         )
 
 
+#: How ``leaves_a_live_consumers_entry_alone`` runs its second consumer: with a clock
+#: that runs fast while it sleeps (a give-up after a time of its own shows in seconds).
+FAST_CLOCK = ("-m", "labkit.grading.exercises.ex09.fastclock")
+
+
 @CHECKS.add(
     2,
     "a consumer still working on an entry keeps it: XAUTOCLAIM only entries idle at least "
     "idle_ms (the argument, not 0 or a constant of yours), or a live consumer's entry runs "
-    "twice at once and its deliveries pile up",
+    "twice at once and its deliveries pile up; a consumer next to it returns only once "
+    "nothing is pending, with no time limit of its own",
     90,
     severe=True,
 )
@@ -548,8 +555,19 @@ def leaves_a_live_consumers_entry_alone(ns: Namespace) -> None:
         # 10 minutes. XCLAIM ... IDLE sets the idle time; JUSTID adds no delivery. A
         # threshold of the consumer's own (5 s, a minute) takes the entry from 'a'.
         s.r.xclaim(s.stream, GROUP, "a", 0, [entry], idle=300_000, justid=True)
-        other = s.start("b", idle_ms=600_000)  # starts while 'a' works on 'slow'
-        owners = s.owners_while(worker, entry)
+        # One more entry, held by a consumer of the check's own (read just now: not idle),
+        # XACKed by the check only once 'b' has waited: while it is pending, neither
+        # consumer may return. In one MULTI, so no consumer reads it first.
+        pipe = s.r.pipeline(transaction=True)
+        pipe.xadd(s.stream, {"key": "elsewhere", "payload": json.dumps({"cents": 100})})
+        pipe.xreadgroup(GROUP, ELSEWHERE, {s.stream: ">"}, count=1)
+        kept = str(pipe.execute()[0])
+        # 'b' starts while 'a' works on 'slow', its clock running FAST times faster
+        # while it sleeps (labkit.grading.exercises.ex09.fastclock): one pause of 50 ms
+        # is more than an hour by its clock, and it must still be waiting.
+        other = s.start("b", idle_ms=600_000, runner=FAST_CLOCK)
+        owners, ended = _owners_while_kept(s, worker, other, entry)
+        s.r.xack(s.stream, GROUP, kept)
         s.finish(worker, _("the consumer working on the slow entry"))
         s.finish(other, _("a second consumer next to it"), late_ok=True)
         expect(owners == ["a"], "only 'a' to hold 'slow' while it worked on it (idle 300000 "
@@ -558,6 +576,56 @@ def leaves_a_live_consumers_entry_alone(ns: Namespace) -> None:
                "from the entry's last delivery, not from the time in its ID")  # fmt: skip
         expect(s.dead() == [], "no dead letter (the entry was healthy)", s.dead())
         expect_once_each(s, ["slow"], _("apply it once"))
+        expect(
+            not ended,
+            _(
+                "'a' and 'b' to return only once nothing is pending for anyone (XPENDING "
+                "empty), however long another consumer ({holder}) holds an entry"
+            ).format(holder=repr(ELSEWHERE)),
+            _(
+                "{names} returned while {holder} still held an entry (the clock of 'b' ran "
+                "{fast} times faster while it slept: it had waited long by that clock)"
+            ).format(names=ended, holder=repr(ELSEWHERE), fast=FAST),
+            _(
+                "no time limit of your own while entries are pending: a job may run for "
+                "minutes; wait about 50 ms and look again until XPENDING is empty"
+            ),
+        )
+
+
+#: The consumer that holds 'elsewhere' in leaves_a_live_consumers_entry_alone: the check.
+ELSEWHERE = "elsewhere-busy"
+#: Seconds 'b' is a member of the group (it has looked) before 'elsewhere' is XACKed:
+#: time for a round and its pause of about 50 ms on a loaded machine.
+WAITED_S = 0.5
+
+
+def _owners_while_kept(
+    s: Stream, worker: subprocess.Popen[str], other: subprocess.Popen[str], entry_id: str
+) -> tuple[list[str], list[str]]:
+    """While 'elsewhere' is pending: each consumer the PEL showed holding ``entry_id``,
+    in order, and the consumers ('a', 'b') seen ended meanwhile. It ends once ``entry_id``
+    is no longer pending and 'b' has been a member of the group for ``WAITED_S``."""
+    owners: list[str] = []
+    clock = SystemClock()
+    deadline, since = clock.now() + RUN_S, None
+    while clock.now() < deadline:
+        ended = [n for n, p in (("a", worker), ("b", other)) if p.poll() is not None]
+        if ended:
+            return owners, ended
+        held = s.r.xpending_range(s.stream, GROUP, entry_id, entry_id, 1)
+        if held and (not owners or owners[-1] != held[0]["consumer"]):
+            owners.append(str(held[0]["consumer"]))
+        # 'b' looked (a consumer of the group by then): by its name, or by one it made
+        # up, which the check does not wait RUN_S for.
+        if since is None and any(
+            c["name"] not in ("a", ELSEWHERE) for c in s.r.xinfo_consumers(s.stream, GROUP)
+        ):
+            since = clock.now()
+        if not held and since is not None and clock.now() - since >= WAITED_S:
+            break
+        clock.sleep(0.02)
+    return owners, []
 
 
 @CHECKS.add(
