@@ -1709,9 +1709,9 @@ def least_busy_is_a_live_count_at_every_claim(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "each claim uses the now it is given, on a long-lived connection too: never the "
-    "largest now seen so far (a clock kept in a module global, a class or a default "
-    "argument), or a claim at an earlier now takes a job whose lease has not ended, or one "
-    "not due yet",
+    "largest now seen so far (a clock kept in a module global, a class, a default "
+    "argument or a dict by id(conn)), or a claim at an earlier now takes a job whose "
+    "lease has not ended, or one not due yet",
 )
 def each_claim_uses_the_now_it_is_given(ns: Namespace) -> None:
     later = NOW + 200.0
@@ -1723,7 +1723,8 @@ def each_claim_uses_the_now_it_is_given(ns: Namespace) -> None:
                     run_after=0.0)  # fmt: skip
             add_job(conn, "cora:1", queue="cora", run_after=NOW + 100.0)
             calls = [["w1", later, 30.0, *extra], ["w2", NOW, 30.0, *extra]]
-            got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
+            # One connection object for both calls: a clock kept per id(conn) shows too.
+            got = ns.harness(HARNESS + "on_one_connection_object", name, str(path), calls)
             stored = {j["id"]: j for j in all_jobs(conn)}
         claimed = [
             g["returned"].get("id") if isinstance(g.get("returned"), dict) else None for g in got
@@ -1746,4 +1747,64 @@ def each_claim_uses_the_now_it_is_given(ns: Namespace) -> None:
                 owners=owners,
             ),
             _("pass the now of each call as :now; keep no clock of your own between calls"),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a job whose worker died is taken back by the next claim in the same process: a "
+    "queue or account this process took before is not skipped (no set of taken queues "
+    "kept between calls), or its line never runs again there",
+    severe=True,
+)
+def a_job_taken_before_comes_back_in_the_same_process(ns: Namespace) -> None:
+    later = NOW + 100.0
+    for name, extra in (("claim_capped", [1]), ("claim_serial", [])):
+        with lab_file(ns) as (conn, path):
+            first = add_job(conn, "order:7:a", queue="order:7")
+            add_job(conn, "order:7:b", queue="order:7")
+            calls = [["w1", NOW, 30.0, *extra], ["w2", later, 30.0, *extra]]
+            got = ns.harness(HARNESS + "on_one_connection_object", name, str(path), calls)
+            owner = job(conn, first)["lease_owner"]
+        claimed = [
+            g["returned"].get("id") if isinstance(g.get("returned"), dict) else None for g in got
+        ]
+        expect(
+            claimed == [first, first] and owner == "w2",
+            _(
+                "{name} in one process at now={now:g}, then at now={later:g}: job {first} both "
+                "times, since its lease ended at {until:g} (its worker died) and it is still "
+                "the first of queue order:7"
+            ).format(name=name, now=NOW, later=later, first=first, until=NOW + 30.0),
+            _("the claims {calls}; job {first}'s lease_owner {owner!r}").format(
+                calls=", ".join(
+                    raised_text(g) if "raised" in g else repr(c)
+                    for g, c in zip(got, claimed, strict=True)
+                ),
+                first=first,
+                owner=owner,
+            ),
+            _("keep no queue or account aside between calls: the table alone decides"),
+        )
+
+
+@CHECKS.add(
+    1,
+    "each claim returns dict(row), a plain dict of the job it took, not the sqlite3.Row "
+    "itself (a Row has no .get and is no dict to a caller that copies or serialises it)",
+)
+def each_claim_hands_back_a_plain_dict(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", [2]), ("claim_serial", [])):
+        with lab_file(ns) as (conn, path):
+            first = add_job(conn, "acme:1", queue="acme")
+            got = ns.harness(
+                HARNESS + "claim_returned_type", str(path), name, "w1", NOW, 30.0, *extra
+            )
+        expect(
+            got.get("is_dict") is True and _id(got.get("returned")) == first,
+            _("{name} returns dict(row) for job {first}: a dict").format(name=name, first=first),
+            raised_text(got)
+            if "raised" in got
+            else _("it returned a {kind}").format(kind=got.get("type")),
+            _("return None if row is None else dict(row)"),
         )

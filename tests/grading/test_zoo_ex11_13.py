@@ -7447,6 +7447,115 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
         """,
     ),
+    (
+        "ex13",
+        "capped: now never goes back, the largest now seen kept in a dict by id(conn)",
+        "each_claim_uses_the_now_it_is_given",
+        """
+        _reference_capped = claim_capped
+        _LAST_NOW = {}
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            _LAST_NOW[id(conn)] = now = max(_LAST_NOW.get(id(conn), 0.0), now)
+            return _reference_capped(conn, worker, now, lease_s, cap)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: now never goes back, the largest now seen kept in a dict by id(conn)",
+        "each_claim_uses_the_now_it_is_given",
+        """
+        _reference_serial = claim_serial
+        _LAST_NOW = {}
+
+        def claim_serial(conn, worker, now, lease_s):
+            _LAST_NOW[id(conn)] = now = max(_LAST_NOW.get(id(conn), 0.0), now)
+            return _reference_serial(conn, worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: the queues this process took kept in a module set and skipped after",
+        "a_job_taken_before_comes_back_in_the_same_process",
+        """
+        import json
+
+        _HELD = set()
+
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                          AND h.queue NOT IN (SELECT value FROM json_each(:held))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "held": json.dumps(sorted(_HELD))},
+            ).fetchone()
+            if row is None:
+                return None
+            _HELD.add(row["queue"])
+            return dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "capped: the jobs this process took kept in a module set and never taken again",
+        "a_job_taken_before_comes_back_in_the_same_process",
+        """
+        import json
+
+        _TAKEN = set()
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND c.id NOT IN (SELECT value FROM json_each(:taken))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap,
+                 "taken": json.dumps(sorted(_TAKEN))},
+            ).fetchone()
+            if row is None:
+                return None
+            _TAKEN.add(row["id"])
+            return dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped returns the sqlite3.Row itself, not dict(row)",
+        "each_claim_hands_back_a_plain_dict",
+        """
+        _reference_capped = claim_capped
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            got = _reference_capped(conn, worker, now, lease_s, cap)
+            if got is None:
+                return None
+            return conn.execute("SELECT * FROM jobs WHERE id = ?", (got["id"],)).fetchone()
+        """,
+    ),
 ]
 
 
@@ -8139,6 +8248,8 @@ SEVERE = [
     "the relay publishes only bodies with an order_id, marks the other facts sent unpublished",
     "both claims cap the lease at an hour (min(lease_s, 3600)): a longer one ends early",
     "the consumer defaults a missing order_id to 0 (order.get('order_id', 0))",
+    "serial: the queues this process took kept in a module set and skipped after",
+    "capped: the jobs this process took kept in a module set and never taken again",
 ]
 
 

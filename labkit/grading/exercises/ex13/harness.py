@@ -15,7 +15,8 @@ token, right after the claim's first committed write.
 ``claim_kills`` kills one claim right after each of its writes (``killsweep``).
 ``on_one_connection`` makes several claims on ONE connection, as a long-lived worker
 does, so a transaction a claim leaves open shows in the next. Rows come back as plain
-dicts; the check reads the table itself to judge.
+dicts; the check reads the table itself to judge. ``on_one_connection_object`` does so
+with the same connection object in every call, as a worker's own connection is.
 """
 
 from __future__ import annotations
@@ -166,6 +167,54 @@ def on_one_connection(
     if name not in CLAIMS:
         raise ValueError(f"no claim called {name!r}")
     return common.on_one_connection(values, name, path, calls)
+
+
+def claim_returned_type(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    *extra: Any,
+) -> dict[str, Any]:
+    """One claim on a new connection, as ``claim``; with ``type`` the name of the type it
+    returned and ``is_dict`` whether that is a dict (a ``sqlite3.Row`` is not)."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    conn = connect(path)
+    kept: list[Any] = []
+
+    def kept_returned(*args: Any) -> Any:
+        kept.append(values[name](*args))
+        return kept[-1]
+
+    try:
+        with fresh_state(values):
+            got = outcome(kept_returned, Watched(conn), worker, now, lease_s, *extra)
+    finally:
+        conn.close()
+    if kept:
+        got["type"] = type(kept[0]).__name__
+        got["is_dict"] = isinstance(kept[0], dict)
+    return got
+
+
+def on_one_connection_object(
+    values: MutableMapping[str, Any], name: str, path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``NAME(conn, *args)`` for each of ``calls`` on ONE connection object, the same Python
+    object every call (a worker's long-lived connection): state a claim keeps per
+    ``id(conn)`` carries from one call to the next. Outcomes as ``claim``'s."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            kept = Watched(conn)
+            return [outcome(values[name], kept, *args) for args in calls]
+    finally:
+        conn.close()
 
 
 def race(
