@@ -51,6 +51,7 @@ def _graded(
     its lane, the uid its lane's process runs as)."""
     monkeypatch.setattr(catalog.public(EXERCISE), "lanes", lanes)
     ran: list[tuple[str, int, int]] = []
+
     def recorded(student, check, settings):  # type: ignore[no-untyped-def]
         lane = student.confinement.lane
         ran.append((check.name, lane, student.confinement.uid()))
