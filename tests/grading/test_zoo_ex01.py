@@ -4300,6 +4300,108 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "key with the blanks in the action made '_' ('charge card' and 'charge_card' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action.replace(' ', '_')}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the version written as a float ('{:g}': v1234567 and v1234568 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{float(version):g}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with an int id wrapped to 64 bits (ctypes.c_int64: 42 + 2**64 and 42 share a key)",
+        "key_names_the_intent",
+        """
+        import ctypes
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, int):
+                entity_id = ctypes.c_int64(entity_id).value
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with int ids past 2**31 - 1 taken modulo 2**31 (a 32-bit id column)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, int) and entity_id > 2**31 - 1:
+                entity_id = entity_id % 2**31
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "accept fingerprints a payload holding itself as 'unencodable' (ValueError swallowed)",
+        "accept_fails_as_the_fingerprint_does",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except (ValueError, RecursionError):
+                fp = "unencodable"
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of integral floats past 1e15 made ints (1e16 and 10**16 alike)",
+        "conflict_on_any_field",
+        """
+        def _ints(value):
+            if isinstance(value, float) and value.is_integer() and abs(value) > 1e15:
+                return int(value)
+            if isinstance(value, dict):
+                return {k: _ints(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_ints(v) for v in value]
+            return value
+
+        def payload_fingerprint(payload):
+            payload = _ints(payload)
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key with the quotes in the id doubled, to be safe in SQL (d''Avila in the logs)",
+        "key_shows_every_part",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            entity_id = str(entity_id).replace("'", "''")
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of an empty payload made sha256(b'') (its JSON '{}' skipped)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            if not payload:
+                return hashlib.sha256(b"").hexdigest()
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
@@ -4925,6 +5027,24 @@ SAYS: dict[str, str] = {
     ),
     "key with NUL characters dropped (PostgreSQL's text columns refuse them)": "INV\\x007",
     "accept drops NUL characters from the key before storing it (for PostgreSQL)": "INV\\x007",
+    "key with the blanks in the action made '_' ('charge card' and 'charge_card' share a key)": (
+        "'charge card'"
+    ),
+    "key with the version written as a float ('{:g}': v1234567 and v1234568 share a key)": (
+        "1234568"
+    ),
+    "key with an int id wrapped to 64 bits (ctypes.c_int64: 42 + 2**64 and 42 share a key)": (
+        "18446744073709551658"
+    ),
+    "key with int ids past 2**31 - 1 taken modulo 2**31 (a 32-bit id column)": (
+        "18446744073709551658"
+    ),
+    "accept fingerprints a payload holding itself as 'unencodable' (ValueError swallowed)": (
+        "a reference to itself"
+    ),
+    "fingerprint of integral floats past 1e15 made ints (1e16 and 10**16 alike)": "1e+16",
+    "key with the quotes in the id doubled, to be safe in SQL (d''Avila in the logs)": "d'Ávila",
+    "fingerprint of an empty payload made sha256(b'') (its JSON '{}' skipped)": "for {}",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -5127,6 +5247,11 @@ SEVERE = [
     "key joined from the parts that are not empty (an empty id and an empty action swapped)",
     "key with NUL characters dropped (PostgreSQL's text columns refuse them)",
     "accept drops NUL characters from the key before storing it (for PostgreSQL)",
+    "key with the blanks in the action made '_' ('charge card' and 'charge_card' share a key)",
+    "key with the version written as a float ('{:g}': v1234567 and v1234568 share a key)",
+    "key with an int id wrapped to 64 bits (ctypes.c_int64: 42 + 2**64 and 42 share a key)",
+    "key with int ids past 2**31 - 1 taken modulo 2**31 (a 32-bit id column)",
+    "fingerprint of integral floats past 1e15 made ints (1e16 and 10**16 alike)",
 ]
 
 

@@ -219,12 +219,17 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     # dropped, the version cut to one digit.
     (("billing", "INV 7", "charge", 1), ("billing", "INV_7", "charge", 1)),
     (("billing", "INV 7", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    (("billing", 42, "charge card", 1), ("billing", 42, "charge_card", 1)),
     (("billing", "a.b", "charge", 1), ("billing", "a_b", "charge", 1)),
     (("billing", "INV:7", "charge", 1), ("billing", "INV-7", "charge", 1)),
     (("crm", "Müller", "sync", 1), ("crm", "Möller", "sync", 1)),
     (("crm", "北京", "sync", 1), ("crm", "上海", "sync", 1)),
     (("crm", "José", "sync", 1), ("crm", "Jos", "sync", 1)),
     (("billing", 42, "charge", 1), ("billing", 42, "charge", 11)),
+    # An int id wrapped to a column's width (% 2**31, ctypes.c_int64): 42 + 2**64 is not 42.
+    (("billing", 42 + 2**64, "charge", 1), ("billing", 42, "charge", 1)),
+    # A version written as a float ('{:g}' keeps 6 digits: v1234567 and v1234568 alike).
+    (("billing", 42, "charge", 1234567), ("billing", 42, "charge", 1234568)),
     # A key "normalised" with NFKC folds compatibility characters into others: the
     # fullwidth 'ＩＮＶ-４２' and 'INV-42', the ligature 'ﬁ' and 'fi' are other ids.
     (("billing", "ＩＮＶ-４２", "charge", 1), ("billing", "INV-42", "charge", 1)),

@@ -433,7 +433,21 @@ def _unencodable() -> list[dict[str, Any]]:
         {"amount_cents": 1990, "tags": {"gift"}},
         {"amount": Decimal("19.90")},
         {"amount_cents": 1990, "ref": b"INV-7"},
+        _circular(),
     ]
+
+
+def _circular() -> dict[str, Any]:
+    """A payload that holds itself (json.dumps raises ValueError: Circular reference)."""
+    payload: dict[str, Any] = {"amount_cents": 1990}
+    payload["parent"] = payload
+    return payload
+
+
+def _kind(payload: dict[str, Any]) -> str:
+    if any(v is payload for v in payload.values()):
+        return "a reference to itself"
+    return next(type(v).__name__ for v in payload.values() if type(v) is not int)
 
 
 def accept_what_the_fingerprint_refuses(
@@ -446,7 +460,7 @@ def accept_what_the_fingerprint_refuses(
     with fresh_state(values):
         accept, fingerprint = need(values, "accept"), need(values, "payload_fingerprint")
         for payload in _unencodable():
-            kind = next(type(v).__name__ for v in payload.values() if type(v) is not int)
+            kind = _kind(payload)
             seen: dict[str, Any] = {}
             rows.append(
                 {
