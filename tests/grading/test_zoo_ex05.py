@@ -3416,6 +3416,38 @@ RIGHT: list[tuple[str, str, str]] = [
             return reply
         """,
     ),
+    (
+        "the entry posted first and rolled back by an exception when the mark said 'done'",
+        "post_survives_two_deliveries_at_once",
+        """
+        class AlreadyPosted(Exception):
+            pass
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                with ctx.world.ledger.transaction() as tx:
+                    was = tx.status(job.key)
+                    reply = tx.post(customer, amount, key=job.key)
+                    if was == "done":
+                        raise AlreadyPosted(job.key)
+                    tx.mark(job.key, "done")
+            except AlreadyPosted:
+                return {"skipped": "already posted"}
+            return reply
+        """,
+    ),
+    (
+        "an Idempotency-Key escaped with unicode_escape (one-to-one, ASCII only)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = job.key.encode("unicode_escape").decode("ascii")
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=idem)
+        """,
+    ),
 ]
 
 
