@@ -1234,6 +1234,16 @@ def redrive_changes_the_jobs_it_returns(ns: Namespace) -> None:
         got = redrive(ns, path, limit=3, now=NOW)
         pending = _now_pending(conn)
     expect_the_returned_are_the_pending(got, pending, "redrive(conn, limit=3, now=1000)")
+    # With a kind: the email jobs are the oldest dead, so a SELECT that forgets the kind
+    # (and an UPDATE that remembers it) reports jobs it left dead.
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 3, kind="email")
+        add_dead(conn, 3, kind="payment", first_id=3)
+        got = redrive(ns, path, limit=2, now=NOW, kind="payment")
+        pending = _now_pending(conn)
+    expect_the_returned_are_the_pending(
+        got, pending, "redrive(conn, limit=2, now=1000, kind='payment')"
+    )
 
 
 @CHECKS.add(

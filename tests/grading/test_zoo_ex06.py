@@ -4441,11 +4441,42 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "redrive SELECTs every kind, the kind filtered in its UPDATE only (others reported)",
+        "redrive_changes_the_jobs_it_returns",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' ORDER BY updated_at, id"
+                    " LIMIT :limit", {"limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                        " AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "kind": kind, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive SELECTs every kind, the kind filtered in its UPDATE only (others reported)": (
+        "returned to be the jobs it made pending"
+    ),
     "redrive wraps any error in a RuntimeError 'from None' (the database's words lost)": (
         "carry the database's own words"
     ),
