@@ -1726,15 +1726,16 @@ def a_claim_changes_no_other_job(ns: Namespace) -> None:
                 },
             ),
             (
-                "held by w9",
+                # Leased an hour ago with lease_s=3600: its updated_at is old, its lease runs.
+                "held by w9 for an hour, 5 s left",
                 {
                     "state": "running",
                     "attempt": 2,
-                    "run_after": now - 400,
+                    "run_after": now - 4000,
                     "lease_owner": "w9",
                     "lease_until": now + 5,
                     "lease_token": "w9",
-                    "updated_at": now - 25,
+                    "updated_at": now - 3595,
                 },
             ),
             (
@@ -1791,3 +1792,57 @@ def a_claim_changes_no_other_job(ns: Namespace) -> None:
                 "expired ones is another function's work, never claim's"
             ),
         )
+
+
+@CHECKS.add(
+    2,
+    "now=0.0 (a FakeClock started at 0) is a time like any other: a claim that reads "
+    "`now or time.time()` judges it by the wall clock, takes a job not yet due and a "
+    "lease that still runs, and two workers run it",
+    severe=True,
+)
+def a_claim_at_time_zero_keeps_time_zero(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        held = add_job(
+            conn,
+            "mail:1:send:v1",
+            state="running",
+            attempt=1,
+            run_after=0.0,
+            lease_owner="w9",
+            lease_until=20.0,
+            lease_token="live-w9",
+            updated_at=0.0,
+        )
+        due = add_job(conn, "mail:2:send:v1", run_after=0.0)
+        add_job(conn, "mail:3:send:v1", run_after=50.0)
+        first = _claim(ns, path, "w1", 0.0, 30.0)
+        second = _claim(ns, path, "w2", 0.0, 30.0)
+        job = _job(conn, held)
+    took = first or {}
+    expect(
+        took.get("id") == due
+        and took.get("lease_until") == 30.0
+        and took.get("updated_at") == 0.0
+        and second is None
+        and job["lease_owner"] == "w9",
+        _(
+            "at now=0.0 (lease_s=30.0): the first claim takes job {due} (due at 0.0) with "
+            "lease_until=30.0 and updated_at=0.0, the second returns None: job {held} is "
+            "leased to w9 until 20.0 and job 3 is due at 50.0"
+        ).format(due=due, held=held),
+        _("first: {first}; second: {second}; job {held} leased to {owner}").format(
+            first=_ex03_said(first)
+            if first is None
+            else _("job {job_id}, lease_until={until!r}, updated_at={at!r}").format(
+                job_id=took.get("id"), until=took.get("lease_until"), at=took.get("updated_at")
+            ),
+            second=_ex03_said(second),
+            held=held,
+            owner=repr(job["lease_owner"]),
+        ),
+        _(
+            "0.0 is a valid now: never write `now or time.time()`; use `now` as it is given "
+            "(test `is None` if you want a default)"
+        ),
+    )

@@ -3541,11 +3541,58 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "now=0.0 taken for no now (now or time.time()): the wall clock judges a claim at 0",
+        "a_claim_at_time_zero_keeps_time_zero",
+        """
+        import time
+        def claim(conn, worker, now, lease_s):
+            now = now or time.time()
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a live lease taken once its updated_at is old (updated_at <= now - 10 * lease_s)",
+        "a_claim_changes_no_other_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now)"
+                " OR (state = 'running' AND (lease_until <= :now"
+                " OR updated_at <= :now - 10 * :lease_s))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a live lease taken once its updated_at is old (updated_at <= now - 10 * lease_s)": (
+        "held by w9 for an hour, 5 s left"
+    ),
+    "now=0.0 taken for no now (now or time.time()): the wall clock judges a claim at 0": (
+        "at now=0.0 (lease_s=30.0): the first claim takes job"
+    ),
     "an expired lease at its last attempt marked dead, and returned to the worker all the same": (
         "a job marked dead is not returned"
     ),
@@ -3932,6 +3979,8 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "a live lease taken once its updated_at is old (updated_at <= now - 10 * lease_s)",
+    "now=0.0 taken for no now (now or time.time()): the wall clock judges a claim at 0",
     "lease_s capped at a day (min(lease_s, 86400): a month-long lease cut short)",
     "an expired lease judged with a millisecond's allowance (lease_until <= now + 0.001)",
     "a retry skipped by the worker its last run failed on (lease_owner IS NOT :worker)",
