@@ -104,6 +104,8 @@ def consume_keeps_the_customers_name_intact(ns: Namespace) -> None:
         (62, long_name),
         (63, "Lia Nuñes"),
         (64, DECOMPOSED),
+        # Pasted from a form with its line break: the name as sent, the break too.
+        (65, "Rui Sá\n"),
     ]
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         for order_id, name in names:
@@ -1903,6 +1905,46 @@ _BODIES11_ROWS: list[tuple[str, str, str]] = [
 def _as_saved(published: Any, saved: str) -> bool:
     """The published body is the saved text, or (JSON) the same JSON."""
     return bool(published == saved or _same_json(published, saved))
+
+
+@CHECKS.add(
+    1,
+    "relay_once returns the message_id of every message it published, in the order "
+    "published, whatever its topic: not only the 'order.placed' ones",
+)
+def relay_returns_the_ids_of_every_topic(ns: Namespace) -> None:
+    rows = [
+        ("order:41:placed:v1", "order.placed", {"order_id": 41, "customer": "ana"}),
+        ("order:41:cancelled:v1", "order.cancelled", {"order_id": 41}),
+        ("payment:9:refunded:v1", "payment.refunded", {"order_id": 41, "amount": 4200}),
+        ("order:42:placed:v1", "order.placed", {"order_id": 42, "customer": "bia"}),
+    ]
+    want = [mid for mid, _topic, _body in rows]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)",
+            [(mid, topic, json.dumps(body)) for mid, topic, body in rows],
+        )
+        conn.execute("COMMIT")
+        got = ns.harness(HARNESS + "relay_into_a_list", str(path), NOW)
+        _raised(got, "relay_once(conn, publish, now)", _("publish every pending row"))
+        published = list(got.get("published", []))
+        returned = got.get("returned")
+        expect(
+            published == want and returned == want,
+            _(
+                "the broker to get {ids}, and relay_once to return the same ids in the same "
+                "order (a cancellation and a refund are messages it published too)"
+            ).format(ids=want),
+            _("the broker got {published}; relay_once returned {returned}").format(
+                published=published, returned=repr(returned)
+            ),
+            _(
+                "append each row's message_id to the list you return right after its "
+                "publish, whatever its topic"
+            ),
+        )
 
 
 @CHECKS.add(

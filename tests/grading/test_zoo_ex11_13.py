@@ -7556,11 +7556,62 @@ ZOO: list[tuple[str, str, str, str]] = [
             return conn.execute("SELECT * FROM jobs WHERE id = ?", (got["id"],)).fetchone()
         """,
     ),
+    (
+        "ex11",
+        "the relay returns only the 'order.placed' ids it published (other topics left out)",
+        "relay_returns_the_ids_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                if topic == "order.placed":
+                    sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer strips the line break ending the customer's name (a newline rstrip)",
+        "consume_keeps_the_customers_name_intact",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"].rstrip(chr(10))),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the relay returns only the 'order.placed' ids it published (other topics left out)": (
+        "relay_once to return the same ids in the same order"
+    ),
+    "the consumer strips the line break ending the customer's name (a newline rstrip)": (
+        "each name as the body has it"
+    ),
     "place_order saves its outbox row under the order's id (INSERT INTO outbox (id, ...))": (
         "order 9's before order 2's"
     ),
