@@ -122,10 +122,13 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
     (a ligature and a full-width digit against their plain letters), two that NFC (and
     NFD) makes one (an ``é`` composed and one made of ``e`` and a combining accent), and
     the first key's twins with a space and a tab before it (a ``lstrip()`` makes them
-    one), and a key with a backslash and its twin ("inv-x\\101" and "inv-xA": a key
-    pasted into an E'...' string with only its quotes escaped reads \\101 as "A"). The
-    ligature's key and the combining accent's have customers of the same make: a
-    customer id normalised (NFKC, NFC) is another customer's."""
+    one; the space's twin has a customer with a space before it, which an ``lstrip()``
+    loses), the underscore's twin with a space (``replace(" ", "_")`` makes them one),
+    the percent sign's key without it (``replace("%", "")``), and a key with a
+    backslash and its twin ("inv-x\\101" and "inv-xA": a key pasted into an E'...'
+    string with only its quotes escaped reads \\101 as "A"). The ligature's key and the combining
+    accent's have customers of the same make: a customer id normalised (NFKC, NFC) is
+    another customer's."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
     stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(294))
     return [
@@ -149,8 +152,10 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
         (f"inv-{word}-\ufb01\uff11", "cus_\ufb01\uff11"),
         (f"inv-{word}-caf\u00e9", "cus_same"),
         (f"inv-{word}-cafe\u0301", "cus_cafe\u0301"),
-        (f" inv-{word}", "cus_same"),
+        (f" inv-{word}", " cus_same"),
         (f"\tinv-{word}", "cus_same"),
+        (f"inv {word}", "cus_same"),
+        (f"inv-d'arc_50-ção-{word}", "cus_joão_o'hara"),
         (f"inv-{word}\\101", "cus_same"),
         (f"inv-{word}A", "cus_same"),
     ]
@@ -1488,11 +1493,14 @@ def _rolled_back_by_the_database_is_not_a_duplicate(run: Ex08Run) -> None:
 ODD_KEY = "inv-r-ção"
 ODD_CENTS = 1003
 #: A credit note's key: a long customer id in mixed case (a column width, a ``lower()``
-#: or ``[:32]`` makes it another customer's) and a negative amount (``abs()`` turns the
-#: credit into a charge; ``if amount <= 0: return ...`` drops it). Stored as they came.
+#: or ``[:32]`` makes it another customer's; 319 characters, past a ``[:100]`` or a
+#: ``[:255]`` too) and a negative amount (``abs()`` turns the credit into a charge;
+#: ``if amount <= 0: return ...`` drops it). Stored as they came.
 CREDIT_KEY = "inv-r-credit"
-CREDIT_CUSTOMER = "cus_Acme-Holdings-GmbH_EU-West_" + "Q7xK2mPz9RtV4wYb" * 3
+CREDIT_CUSTOMER = "cus_Acme-Holdings-GmbH_EU-West_" + "Q7xK2mPz9RtV4wYb" * 18
 CREDIT_CENTS = -2500
+#: A charge of 0 cents (a free item's invoice): a row all the same, as any other amount.
+ZERO_KEY = "inv-r-zero"
 
 
 def _reply_of(run: returns.Returned | None) -> str:
@@ -1523,6 +1531,7 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
         # not bring back (10.03 * 100 is 1002.9999999999999): both as they came.
         run.send(ODD_KEY, "cus_8", ODD_CENTS)
         run.send(CREDIT_KEY, CREDIT_CUSTOMER, CREDIT_CENTS)
+        run.send(ZERO_KEY, "cus_8", 0)
         run.settle()
         # The record as the docstring says: the key itself. Under a name of its own
         # ("charge:" + key, a digest) the dedup still holds (the severe checks learn that
@@ -1572,13 +1581,30 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
                 "the charge row for {key} (a credit: a negative amount, for a long customer "
                 "id in mixed case) to hold the message's customer and amount as they came: "
                 "{wanted}"
-            ).format(key=repr(CREDIT_KEY), wanted=(CREDIT_CUSTOMER, CREDIT_CENTS)),
-            _("it holds {row}").format(row=credit[0] if len(credit) == 1 else credit),
+            ).format(key=repr(CREDIT_KEY), wanted=f"({_cut(CREDIT_CUSTOMER)}, {CREDIT_CENTS})"),
+            _("it holds {row}").format(
+                row=f"({_cut(credit[0][0])}, {credit[0][1]})" if len(credit) == 1 else credit
+            ),
             _(
                 "insert the customer and the amount exactly as the task received them: no "
                 "abs(), no cap, no skipped zero or negative amount, and the customer id "
                 "neither cut to a width nor changed in case (another customer's id may be "
                 "what is left)"
+            ),
+        )
+        zero = run.rows(ZERO_KEY)
+        expect(
+            zero == [("cus_8", 0)],
+            _(
+                "the charge row for {key} (an amount of 0 cents) to hold the message's "
+                "customer and amount: {wanted}"
+            ).format(key=repr(ZERO_KEY), wanted=("cus_8", 0)),
+            _("it holds {row}").format(row=zero[0])
+            if len(zero) == 1
+            else _("{count} charge rows").format(count=len(zero)),
+            _(
+                "an amount of 0 is a charge like any other: claim the key and insert its "
+                "row (no skipped zero amount)"
             ),
         )
         said = {task: runs[-1] for task, runs in run.returned().items()}

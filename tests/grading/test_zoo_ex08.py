@@ -2477,6 +2477,63 @@ ZOO = [
         "1 charge row for each of the keys",
         "duplicate_message_charges_once",
     ),
+    (
+        # Round 28: a wider column guessed for the customer id: a 319-character one is cut.
+        "the customer id cut to 100 characters",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer[:100], amount),"),
+        "replies_charged_or_already_charged",
+        "a credit: a negative amount, for a long customer id",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 28: a VARCHAR(255) habit for the customer id.
+        "the customer id cut to 255 characters",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer[:255], amount),"),
+        "replies_charged_or_already_charged",
+        "a credit: a negative amount, for a long customer id",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 28: the key "cleaned" of percent signs: 'inv-d'arc_50%-...' and its twin
+        # without the sign are one charge.
+        "the dedup record with its percent signs taken out",
+        _replace(
+            REFERENCE_CLAIM_ARGS, "            (key.replace('%', ''),),\n        ).fetchone()"
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 28: spaces in the key made underscores: 'inv x' and 'inv_x' are one charge.
+        "the dedup record with its spaces made underscores",
+        _replace(
+            REFERENCE_CLAIM_ARGS, "            (key.replace(' ', '_'),),\n        ).fetchone()"
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 28: the customer id stripped on the left only: ' cus_same' is another's.
+        "the customer id stripped on the left",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer.lstrip(), amount),"),
+        "two_invoices_two_charges",
+        "to hold the message's customer and amount",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 28: "nothing to charge": a 0-cent invoice claimed, its charge row never written.
+        "an amount of 0 not charged ('charged' returned, no row)",
+        _replace(
+            '        conn.execute(\n            "INSERT INTO charges',
+            '        if amount == 0:\n            return "charged"\n'
+            '        conn.execute(\n            "INSERT INTO charges',
+        ),
+        "replies_charged_or_already_charged",
+        "an amount of 0 cents",
+        "duplicate_message_charges_once",
+    ),
 ]
 
 
@@ -2613,6 +2670,28 @@ RIGHT = [
             ),
         ),
         "charges_after_its_database_session_ended",
+    ),
+    (
+        # Round 28: an autocommit connection: conn.transaction() still opens ONE
+        # transaction (BEGIN ... COMMIT) around the claim and the charge.
+        "an autocommit connection, the claim and the charge in conn.transaction()",
+        _replace(CONNECT_OPTIONS, 'options=f"-c search_path={SCHEMA}", autocommit=True)'),
+        "killed_right_after_each_commit",
+    ),
+    (
+        # Round 28: an upsert that always returns a row, told apart by xmax = 0 (a row this
+        # transaction inserted, not one it updated): a duplicate says so and charges nothing.
+        "ON CONFLICT DO UPDATE ... RETURNING (xmax = 0) for a fresh key",
+        _replace(
+            "        first = conn.execute(\n            "
+            + REFERENCE_CLAIM_SQL
+            + ",\n            (key,),\n        ).fetchone()\n        if first is None:",
+            "        (fresh,) = conn.execute(\n"
+            '            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) "\n'
+            '            "DO UPDATE SET key = processed.key RETURNING (xmax = 0)",\n'
+            "            (key,),\n        ).fetchone()\n        if not fresh:",
+        ),
+        "duplicate_message_charges_once",
     ),
 ]
 
