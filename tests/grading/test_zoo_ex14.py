@@ -2277,6 +2277,27 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        "ex14",
+        "the steps done read from the latest checkpoint, placed in the call's policy",
+        "a_resumed_job_keeps_its_first_policy_version",
+        _edit(
+            RUN_ORDER,
+            (
+                '    done = {r[0] for r in conn.execute("SELECT step FROM job_steps '
+                'WHERE order_id = :id", job)}\n',
+                "    last = conn.execute(\n"
+                '        "SELECT step FROM job_steps WHERE order_id = :id '
+                'ORDER BY rowid DESC LIMIT 1", job\n'
+                "    ).fetchone()\n"
+                "    steps = POLICIES[policy_version]\n"
+                "    if last and last[0] in steps:\n"
+                "        done = set(steps[: steps.index(last[0]) + 1])\n"
+                "    else:\n"
+                "        done = {last[0]} if last else set()\n",
+            ),
+        ),
+    ),
 ]
 
 
@@ -2386,6 +2407,9 @@ SEVERE = [
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "the steps done read from the latest checkpoint, placed in the call's policy": (
+        "policy_version=1) to run"
+    ),
     "the release's mark read by world.ledger.status before its own transaction": (
         "of its job ran whole right after the first copy's ledger read"
     ),

@@ -456,9 +456,16 @@ def a_kill_during_compensation_releases_once(ns: Namespace) -> None:
     severe=True,
 )
 def a_resumed_job_keeps_its_first_policy_version(ns: Namespace) -> None:
-    for first, then in ((1, 2), (2, 1)):
+    # The last case: a version 2 job killed after its receipt's checkpoint (its second
+    # e-mail sent), resumed by a version 1 call, whose policy has no receipt to place
+    # that checkpoint after.
+    for first, then, crash_after in (
+        (1, 2, "payments.charge"),
+        (2, 1, "payments.charge"),
+        (2, 1, "mail.send#2"),
+    ):
         with scene(ns) as folder:
-            crashed = run(ns, folder, ORDER, first, crash_after="payments.charge")
+            crashed = run(ns, folder, ORDER, first, crash_after=crash_after)
             expect(
                 crashed["fired"],
                 _("a crash right after the charge (policy version {version}) to fire").format(
@@ -478,5 +485,5 @@ def a_resumed_job_keeps_its_first_policy_version(ns: Namespace) -> None:
                     "version {version}'s {count} e-mail(s) after a start on version {version}, "
                     "a crash and a resume with policy_version={resumed_version}"
                 ).format(version=first, count=MAILS[first], resumed_version=then),
-                f"{got.get('returned')!r}; {seen}",
+                f"{got.get('returned')!r} (crash after {crash_after}); {seen}",
             )
