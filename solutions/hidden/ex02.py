@@ -742,7 +742,8 @@ def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
         _("{answer}, then {again}").format(answer=repr(answers[0]), again=repr(answers[1])),
         _(
             "open the path as given: a relative path names a file in the folder the process "
-            "is in at that moment, not the one your code started in"
+            "is in at that moment, not the one your code started in, nor the one a first "
+            "call was made from (an absolute path kept from then)"
         ),
     )
 

@@ -3738,6 +3738,92 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        # A relative path made absolute once and kept: a caller that moved to another
+        # folder since locks the file of the folder it was in the first time.
+        "a relative path's absolute path cached per path (a later caller's folder ignored)",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        _ABSOLUTE = {}
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(_ABSOLUTE.setdefault(path, os.path.abspath(path)), "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The lock file made readable by all with the usual umask, set for good: the
+        # program's own (stricter) umask is gone for every file it creates after.
+        "os.umask(0o022) set before opening the lock file, never put back",
+        "the_process_is_left_as_it_was",
+        """
+        @contextmanager
+        def single_instance(path):
+            os.umask(0o022)
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # SIGUSR1 (a 'reload' some tools send) ignored so it cannot kill the job, never let
+        # through again: the program's own handler for it is gone for good.
+        "SIGUSR1 set to SIG_IGN for the block and never put back",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -4053,7 +4139,7 @@ SAYS: dict[str, str] = {
         "the process still in its folder inside the with block"
     ),
     "os.umask(0o077) for the with block (the job's files made private), put back after": (
-        "the process's umask still 0o22 inside the with block"
+        "the process's umask still 0o27 inside the with block"
     ),
     "the lock file opened with encoding='ascii' (a holder's accented text raises)": (
         "a holder whose file reads 'relatório 4194304'"
@@ -4075,6 +4161,15 @@ SAYS: dict[str, str] = {
     ),
     "an AlreadyRunning raised inside the with block swallowed (a nested lock's)": (
         "the AlreadyRunning raised inside"
+    ),
+    "a relative path's absolute path cached per path (a later caller's folder ignored)": (
+        "AlreadyRunning for the relative path 'report.lock'"
+    ),
+    "os.umask(0o022) set before opening the lock file, never put back": (
+        "the process's umask still 0o27 inside the with block"
+    ),
+    "SIGUSR1 set to SIG_IGN for the block and never put back": (
+        "the process's SIGUSR1 handler still"
     ),
 }
 

@@ -76,14 +76,24 @@ def attempts_by_a_relative_path(values: MutableMapping[str, Any], folder: str) -
     A relative path names a file from the folder the process is in when it is opened:
     code that joins it to a folder read earlier (``os.getcwd()`` at import) locks another
     file, and two jobs run. The working folder is put back afterwards.
+
+    First the same relative path is taken (free) from a sibling folder: code that keeps
+    what a path meant the first time (its absolute path cached) locks that file again.
     """
     here = pathlib.Path(folder) / "relative"
     here.mkdir()
+    elsewhere = pathlib.Path(folder) / "earlier"
+    elsewhere.mkdir()
     before = os.getcwd()
     with fresh_state(values), open(here / "report.lock", "a+") as holder:
         fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         holder.write("1")
         holder.flush()
+        os.chdir(elsewhere)
+        try:
+            attempt(values, "report.lock")
+        finally:
+            os.chdir(before)
         os.chdir(here)
         try:
             return [attempt(values, "report.lock"), attempt(values, "report.lock")]
@@ -339,9 +349,10 @@ def refusals_under_holders_in_turn(
     return answers
 
 
-#: The signals that end a job (the scheduler's stop, Ctrl-C, its terminal closing): what
-#: the process does on each is its own, set by its own code, not by a lock it used.
-_ENDING_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+#: The signals that end a job (the scheduler's stop, Ctrl-C, its terminal closing, a quit,
+#: the user signals a program keeps for itself): what the process does on each is its own,
+#: set by its own code, not by a lock it used.
+_ENDING_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
 def _disposition(handler: Any) -> str:
@@ -385,15 +396,16 @@ def process_state_around_a_run(values: MutableMapping[str, Any], path: str) -> d
     each a ``{"cwd", "umask", "signals"}`` (after a block that raised for
     ``"after_error"``): the job in the block, and whatever the process runs next, reads
     relative paths from that folder, creates files under that umask and ends as its own
-    signal handlers say. The run starts in the folder above ``path``'s, with umask 0o022.
+    signal handlers say. The run starts in the folder above ``path``'s, with umask 0o027
+    (not the common 0o022: a lock that sets that one for good would not show).
     """
     out: dict[str, Any] = {}
     found = _process_state()
     handlers = {name: signal.getsignal(getattr(signal, name)) for name in _ENDING_SIGNALS}
-    # A known state to start from (the folder above the lock's, a common umask), whatever
+    # A known state to start from (the folder above the lock's, a umask of its own), whatever
     # an earlier run of the lock in this process left.
     os.chdir(pathlib.Path(path).parent.parent)
-    os.umask(0o022)
+    os.umask(0o027)
     # The program's own handlers (a graceful stop): a lock that "puts back" the default
     # instead of what it found drops them.
     for name in _ENDING_SIGNALS:
