@@ -86,6 +86,16 @@ def ambiguous_wins_over_the_status(ns: Namespace) -> None:
         ),
         _("HTTP 400 with ambiguous = False"): ({**http(400), "ambiguous": False}, "permanent"),
         _("HTTP 503 with ambiguous = False"): ({**http(503), "ambiguous": False}, "never_sent"),
+        # The same class both ways, one after the other: the flag of each error decides,
+        # never a verdict remembered for its class.
+        _("TransientError() with ambiguous = False"): (
+            {"type": "TransientError", "ambiguous": False},
+            "never_sent",
+        ),
+        _("TransientError() with ambiguous = True (its answer lost)"): (
+            {"type": "TransientError", "ambiguous": True},
+            "maybe_done",
+        ),
     }
     _judged_without_a_key(
         ns,
@@ -657,7 +667,8 @@ def text_retry_after_is_read_or_left(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "any idempotency_key is a key, whatever its shape: a long one (200 characters), one "
-    "with a space, one of digits only; under it a maybe-done failure is retried",
+    "with a space, one of digits only, a blank or non-ASCII one; under it a maybe-done "
+    "failure is retried",
 )
 def any_key_is_a_key(ns: Namespace) -> None:
     keys = {
@@ -665,6 +676,9 @@ def any_key_is_a_key(ns: Namespace) -> None:
         "'order 7'": "order 7",
         "'12345'": "12345",
         "'ORDER-7'": "ORDER-7",
+        # Nor is a key judged by its letters: blank after strip(), or not ASCII.
+        _("' ' (a single space)"): " ",
+        _("'заказ-7' (not ASCII)"): "заказ-7",
     }
     timeout = {"type": "TimeoutError", "message": "read timed out"}
     got = delays_for(
@@ -719,6 +733,14 @@ def backoff_reaches_any_cap(ns: Namespace) -> None:
                 "far under the cap)"
             ),
         )
+    # A base with a fraction (1.5 s): the ceiling is 1.5 * 2**3 = 12, not int(base) * 8.
+    got = draws(ns, 3, SEED, 1.5, 60.0, 40)
+    expect(
+        all(_number(d) and 0 <= d <= 12.0 for d in got) and max(got) > 8.0,
+        _("40 delays within [0, 12], some above 8, for n=3, base=1.5, cap=60"),
+        repr([round(d, 6) if _number(d) else d for d in got[:6]]),
+        _("the base is a float: use it as given (1.5 * 2**3 = 12), never int(base)"),
+    )
 
 
 @CHECKS.add(
@@ -1194,6 +1216,20 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
             {"type": "ValueError", "args": [502, "too large"]},
             "permanent",
         ),
+        # Nor another attribute: a payment library's decline code, not the server's status.
+        "ValueError('card declined') with code = 429 (no status attribute)": (
+            {"type": "ValueError", "message": "card declined", "attrs": {"code": 429}},
+            "permanent",
+        ),
+        # A requests-style status_code is no status attribute either (rule 3 names status).
+        "ValueError('bad amount') with status_code = 503 (no status attribute)": (
+            {"type": "ValueError", "message": "bad amount", "attrs": {"status_code": 503}},
+            "permanent",
+        ),
+        "ValueError('card declined') with code = 502 (no status attribute)": (
+            {"type": "ValueError", "message": "card declined", "attrs": {"code": 502}},
+            "permanent",
+        ),
     }
     _judged_without_a_key(
         ns,
@@ -1201,8 +1237,8 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
         _("{cases}; and None from next_delay for each of them without an idempotency_key"),
         _(
             "rule 3 reads getattr(error, 'status', None) when it is an int: a number in the "
-            "message or in error.args is an amount, a customer, a key, never the server's "
-            "answer"
+            "message, in error.args or in another attribute (error.code, error.status_code) is "
+            "an amount, a customer, a key, never the server's answer"
         ),
     )
 

@@ -4084,11 +4084,125 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _ref_classify(error)
     """,
     ),
+    (
+        "ex04",
+        "backoff truncates a base of 1 s or more to an int (1.5 s counted as 1 s)",
+        "backoff_reaches_any_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            b = int(base) if base >= 1 else base
+            ceiling = cap if n >= 1024 else min(cap, b * 2.0**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "an error's code attribute read as its status (a decline code 429 retried)",
+        "classify_reads_the_status_attribute_only",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None:
+                status = getattr(error, "code", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify memoised per class when no status (a lost answer judged as its class's first)",
+        "ambiguous_wins_over_the_status",
+        """
+        _verdict_by_class = {}
+        _ref_classify = classify
+
+
+        def classify(error):
+            if getattr(error, "status", None) is not None:
+                return _ref_classify(error)
+            kind = type(error)
+            if kind not in _verdict_by_class:
+                _verdict_by_class[kind] = _ref_classify(error)
+            return _verdict_by_class[kind]
+    """,
+    ),
+    (
+        "ex04",
+        "a blank idempotency_key taken for none (key.strip() empty: a maybe-done given up)",
+        "any_key_is_a_key",
+        """
+        _ref_next_delay = next_delay
+
+
+        def next_delay(error, attempt, rng, *, idempotency_key=None, **settings):
+            if isinstance(idempotency_key, str) and not idempotency_key.strip():
+                idempotency_key = None
+            return _ref_next_delay(error, attempt, rng, idempotency_key=idempotency_key, **settings)
+    """,
+    ),
+    (
+        "ex04",
+        "classify falls back on a requests-style status_code (a bad amount's 503 retried)",
+        "classify_reads_the_status_attribute_only",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", getattr(error, "status_code", None))
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "classify falls back on a requests-style status_code (a bad amount's 503 retried)": (
+        "ValueError('bad amount') with status_code = 503"
+    ),
+    "a blank idempotency_key taken for none (key.strip() empty: a maybe-done given up)": (
+        "' ' (a single space)"
+    ),
+    "classify memoised per class when no status (a lost answer judged as its class's first)": (
+        "TransientError() with ambiguous = True (its answer lost)"
+    ),
+    "an error's code attribute read as its status (a decline code 429 retried)": (
+        "ValueError('card declined') with code = 429 (no status attribute)"
+    ),
+    "backoff truncates a base of 1 s or more to an int (1.5 s counted as 1 s)": (
+        "40 delays within [0, 12], some above 8, for n=3, base=1.5"
+    ),
     "a false ambiguous flag taken for 'never sent' (a 500 with ambiguous = False retried)": (
         "'maybe_done' for HTTP 500 with ambiguous = False"
     ),
@@ -4546,6 +4660,8 @@ SEVERE = [
     "classify reads a status out of any message (a read timeout's '429 ms' retried)",
     # A reset after the request was read: retried without a key, a charge runs twice.
     "a socket's errno ECONNRESET or ECONNABORTED called never sent (dropped before reading)",
+    # A lost answer judged by its class's first error: retried without a key, runs twice.
+    "classify memoised per class when no status (a lost answer judged as its class's first)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

@@ -134,6 +134,9 @@ def _build(spec: dict[str, Any]) -> BaseException:
         error = build_error(spec)
     if "ambiguous" in spec:
         error.ambiguous = spec["ambiguous"]  # type: ignore[attr-defined]
+    for name, value in spec.get("attrs", {}).items():
+        # Attributes of a library's own (a decline code, a status_code): no HTTP status.
+        setattr(error, name, value)
     if "retry_after" in spec:
         # On any error, as labkit's TransientError(retry_after=...) carries it, status or not.
         error.retry_after = spec["retry_after"]  # type: ignore[attr-defined]
