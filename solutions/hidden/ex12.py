@@ -1098,7 +1098,37 @@ def each_tick_reads_the_table_again(ns: Namespace) -> None:
                 "process fired, even taken as max(memory, table), is another table's"
             ),
         )
+    _a_restored_table_is_read_again(ns)
     _idle_ticks_hand_the_connection_back(ns)
+
+
+def _a_restored_table_is_read_again(ns: Namespace) -> None:
+    """One long-lived connection ticks, then the table is restored from a backup taken
+    after 01:00 fired (the later jobs gone); its next tick must catch up what the table
+    no longer holds. A cache per connection (a TEMP table) or per process hides it."""
+    with lab_file(ns) as (_conn, path):
+        nows = [T0 + 3 * HOUR + 5, T0 + 4 * HOUR + 5]
+        got = ns.harness(
+            HARNESS + "tick_across_a_restore", str(path), "payroll", HOUR, T0, nows, T0 + HOUR
+        )
+    said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+    want = _keys_between("payroll", T0 + 2 * HOUR, T0 + 4 * HOUR, HOUR)
+    expect(
+        in_slot_order(said[1]) == want,
+        _(
+            "a tick at 03:00:05 on a long-lived connection; the table then restored from a "
+            "backup that ends at 01:00 (the jobs of 02:00 and 03:00 gone); the next tick, "
+            "at 04:00:05 on the same connection, to create {want}"
+        ).format(want=want),
+        _("created {first}, then {second}").format(
+            first=short_repr(said[0], 150), second=short_repr(said[1], 150)
+        ),
+        _(
+            "read the newest key from the table at the start of every tick: what this "
+            "connection or process fired before (a TEMP table, a dict) is not what the "
+            "table holds after a restore"
+        ),
+    )
 
 
 def _idle_ticks_hand_the_connection_back(ns: Namespace) -> None:

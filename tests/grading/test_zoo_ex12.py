@@ -3525,11 +3525,81 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # Per-connection state: a TEMP table is gone on a new connection, so the reconnect
+        # and the other table of each_tick_reads_the_table_again saw nothing wrong.
+        "ex12",
+        "tick keeps what it fired in a TEMP table of its connection, taken as max(it, the table)",
+        "each_tick_reads_the_table_again",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            conn.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS fired (name TEXT PRIMARY KEY, last REAL)"
+            )
+            mine = conn.execute("SELECT last FROM fired WHERE name = ?", (schedule,)).fetchone()
+            if mine is not None and (last is None or mine[0] > last):
+                last = mine[0]
+            created = []
+            newest = None
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                newest = slot
+                if inserted is not None:
+                    created.append(key)
+            if newest is not None:
+                conn.execute("INSERT OR REPLACE INTO fired VALUES (?, ?)", (schedule, newest))
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "catch_up='latest' takes ceil(now / period_s) * period_s - period_s (misses a slot at now)",
+        "due_slots_boundaries",
+        """
+        import math
+
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            if catch_up == "latest":
+                slot = math.ceil(now / period_s) * period_s - period_s
+                return [slot] if slot >= since and (last is None or slot > last) else []
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "tick keeps what it fired in a TEMP table of its connection, taken as max(it, the table)": (
+        "restored from a backup"
+    ),
+    "catch_up='latest' takes ceil(now / period_s) * period_s - period_s (misses a slot at now)": (
+        "'latest' with now on a slot"
+    ),
     "tick takes what fired as max(its memory of the name, the table's newest key)": (
         "on another table where nothing fired"
     ),
@@ -3918,6 +3988,8 @@ MINOR = [
     "a missed slot's job dated by the tick (run_after = now, not its slot)",
     # Loud configs are the contract; the check that catches it is the one of failed ticks.
     "tick maps a catch_up other than all/latest to 'all' (a config typo runs every slot)",
+    # A slot exactly at now waits for the next tick, a few seconds later: nothing lost.
+    "catch_up='latest' takes ceil(now / period_s) * period_s - period_s (misses a slot at now)",
 ]
 
 

@@ -210,6 +210,11 @@ def due_slots_boundaries(ns: Namespace) -> None:
             [T0, T0 + HOUR, T0 + 2 * HOUR],
             _("now on a slot"),
         ),
+        (
+            [HOUR, T0, T0, T0 + 2 * HOUR, "latest"],
+            [T0 + 2 * HOUR],
+            _("'latest' with now on a slot"),
+        ),
         ([HOUR, T0 + HOUR, T0, T0 + 2 * HOUR, "all"], [T0 + 2 * HOUR], _("last on a slot")),
         ([HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR, "all"], [], _("last equal to now")),
         ([HOUR, None, T0 + 1, T0 + 2 * HOUR - 1, "all"], [T0 + HOUR], _("since after a slot")),

@@ -246,6 +246,39 @@ def tick_beside_another(
     return [first, second, third, fourth]
 
 
+def tick_across_a_restore(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    nows: list[float],
+    kept: float,
+) -> list[dict[str, Any]]:
+    """Two ticks (``catch_up="all"``) of one scheduler on one long-lived connection, at
+    ``nows[0]`` and ``nows[1]``; between them the table is restored from a backup taken
+    before the jobs of the slots after ``kept`` were inserted (their rows deleted, on
+    another connection). A scheduler that caches what it fired per connection (a TEMP
+    table, an attribute) or per process finds nothing missed and loses those slots."""
+    args = (schedule, period_s, since)
+    with fresh_state(values):
+        conn = connect(path)
+        try:
+            watched = Watched(conn)
+            first = outcome(values["tick"], watched, *args, nows[0], "all")
+            other = connect(path)
+            try:
+                other.execute("DELETE FROM jobs WHERE kind = ? AND run_after > ?", (schedule, kept))
+            except sqlite3.OperationalError:
+                pass  # a tick that left its transaction open: other checks say so
+            finally:
+                other.close()
+            second = outcome(values["tick"], watched, *args, nows[1], "all")
+        finally:
+            conn.close()
+    return [first, second]
+
+
 class _LockedOnce(Watched):
     """A connection whose ``nth`` INSERT, and the ``times - 1`` INSERTs after it, raise
     "database is locked", as a write lock held past the busy timeout by another process
