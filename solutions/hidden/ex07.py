@@ -1368,6 +1368,25 @@ def a_late_result_frees_no_second_trial(ns: Namespace) -> None:
                 "count lowered by every result goes below zero and lets several out"
             ),
         )
+    # Results of calls while the dependency still worked (closed) are no trial's either: a
+    # count of trials out lowered by each of them is below zero when the outage comes.
+    steps = [["ok", 0]] * LATE_RESULTS + [["fail", 0]] * 3 + [["state", 0]]
+    out = drive(ns, [*steps, ["advance", 30.0], *[["allow", 0]] * 3], threshold=3, cooldown_s=30.0)
+    if out[3 + LATE_RESULTS] != "open":
+        return  # opens_after_consecutive_failures says so
+    expect(
+        out[-3:] == [True, False, False],
+        _(
+            "{count} calls' record_success() while closed, then 3 failures (open), then 30 s: "
+            "allow() True for one caller (the one trial), False for the next two"
+        ).format(count=LATE_RESULTS),
+        repr(out[-3:]),
+        _(
+            "only the trial's result frees the trial: a 'trial out' flag set by allow() and "
+            "cleared when the breaker opens or closes gives one trial per cooldown; a "
+            "count lowered by every result goes below zero and lets several out"
+        ),
+    )
 
 
 #: How long an outage of failed trials one every cooldown (30 s) lasts in
@@ -1436,3 +1455,45 @@ def the_lock_is_made_before_the_first_call(ns: Namespace) -> None:
                 "when two threads call at once, and each thread holds a lock of its own"
             ),
         )
+
+
+@CHECKS.add(
+    1,
+    "a failure reads the clock under the lock: a failure that waited for the lock does not "
+    "date the opening back to before another thread's later failure",
+)
+def failure_time_read_once_the_lock_is_held(ns: Namespace) -> None:
+    for scene in ("closed", "open", "trial"):
+        got = ns.harness(
+            HARNESS + "race_at_a_stale_failure_time", threshold=2, cooldown_s=30.0, scene=scene
+        )
+        if "opening" in got or not got.get("extends") or not got.get("inside"):
+            continue  # the other checks judge a breaker that raises or keeps its first opening
+        if not got.get("B_done"):
+            continue  # a_result_waits_for_a_busy_lock says so
+        _expect_a_refusal_after_the_later_failure(got, scene)
+
+
+def _expect_a_refusal_after_the_later_failure(got: dict[str, Any], scene: str) -> None:
+    scenes = {
+        "closed": _("threshold=2, one failure in: thread A records the second"),
+        "open": _("threshold=2, opened by two failures: thread A records a third"),
+        "trial": _(
+            "threshold=2, opened, 30 s on and its trial let out: the trial (thread A) fails"
+        ),
+    }
+    expect(
+        got.get("C") is False,
+        scenes[scene]
+        + _(
+            " and, right after A reads the clock, 40 s pass and thread B records a failure; "
+            "25 s later allow() is False (this breaker restarts its cooldown on a failure "
+            "while open, and whichever of A and B came second came at 40 s or later)"
+        ),
+        _("allow() {c}").format(c=repr(got.get("C"))),
+        _(
+            "read self.clock.now() inside the 'with self._lock:' that changes the state: a "
+            "time read before taking the lock may be written after another thread's newer "
+            "one, moving the opening back and letting a trial out before the cooldown ends"
+        ),
+    )

@@ -2951,6 +2951,126 @@ ZOO: list[tuple[str, str, str, str]] = [
                         self.trial_out = False
     """,
     ),
+    (
+        "ex07",
+        "record_failure() reads the clock before taking the lock",
+        "failure_time_read_once_the_lock_is_held",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                now = self.clock.now()
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", now, False
+    """,
+    ),
+    (
+        "ex07",
+        "a count of trials out lowered by every result, successes while closed too",
+        "a_late_result_frees_no_second_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.trials = 0
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state = "half_open"
+                    if self.trials >= 1:
+                        return False
+                    self.trials += 1
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    if self.state == "half_open":
+                        self.trials -= 1
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+
+            def record_success(self):
+                with self._lock:
+                    self.trials -= 1
+                    self.failures = 0
+                    self.state = "closed"
+    """,
+    ),
+    (
+        "ex07",
+        "a failed trial's record_failure() reads the clock before taking the lock",
+        "failure_time_read_once_the_lock_is_held",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                # The trial's failure: the new cooldown starts now, read first.
+                now = self.clock.now() if self.state == "half_open" else None
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.opened_at = now if now is not None else self.clock.now()
+                        self.state, self.trial_out = "open", False
+    """,
+    ),
+    (
+        "ex07",
+        "a failure while open restamps the opening time without the lock",
+        "failure_time_read_once_the_lock_is_held",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                if self.state == "open":  # already open: only the time to move on
+                    self.failures += 1
+                    self.opened_at = self.clock.now()
+                    return
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "closed lets at most 50 calls out at once (a bulkhead cap)",
+        "starts_closed",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.in_flight = 0
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        if self.in_flight >= 50:
+                            return False
+                        self.in_flight += 1
+                        return True
+                return super().allow()
+
+            def record_failure(self):
+                with self._lock:
+                    self.in_flight = max(0, self.in_flight - 1)
+                super().record_failure()
+
+            def record_success(self):
+                with self._lock:
+                    self.in_flight = max(0, self.in_flight - 1)
+                super().record_success()
+    """,
+    ),
 ]
 
 
@@ -3239,6 +3359,21 @@ SAYS: dict[str, str] = {
     "a failed trial's new cooldown counted from the last call refused during it": (
         "another caller refused halfway through it"
     ),
+    "record_failure() reads the clock before taking the lock": (
+        "right after A reads the clock, 40 s pass and thread B records a failure"
+    ),
+    "a count of trials out lowered by every result, successes while closed too": (
+        "calls' record_success() while closed, then 3 failures (open)"
+    ),
+    "a failed trial's record_failure() reads the clock before taking the lock": (
+        "the trial (thread A) fails and, right after A reads the clock"
+    ),
+    "a failure while open restamps the opening time without the lock": (
+        "opened by two failures: thread A records a third and, right after A reads"
+    ),
+    "closed lets at most 50 calls out at once (a bulkhead cap)": (
+        "calls while closed, none of them back yet"
+    ),
 }
 
 
@@ -3288,6 +3423,21 @@ SLOTTED_RIGHT = """
 """
 
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "a failure while open leaves the opening time alone (no restarted cooldown)",
+        "failure_time_read_once_the_lock_is_held",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "open":
+                        return
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
     (
         "the clock read before the lock is taken (the state read and changed under it)",
         "one_trial_when_two_threads_ask_at_once",

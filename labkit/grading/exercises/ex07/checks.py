@@ -63,11 +63,27 @@ def opened(ns: Namespace, steps: list[list[Any]], **kwargs: Any) -> list[Any]:
     return drive(ns, [*failures, *steps], **kwargs)[len(failures) :]
 
 
+#: Calls let out one after another while closed, none back yet: a closed breaker has no
+#: cap on the calls in flight (that would be a bulkhead, which the docstring does not ask).
+IN_FLIGHT = 1000
+
+
 @CHECKS.add(1, "a new breaker is 'closed' and lets every call through")
 def starts_closed(ns: Namespace) -> None:
     out = drive(ns, [["state", 0]] + [["allow", 0]] * 5)
     expect(out[0] == "closed", "state 'closed'", out[0])
     expect(all(x is True for x in out[1:]), "allow() True while closed", out[1:])
+    many = drive(ns, [["allow", 0]] * IN_FLIGHT)
+    refused = [n for n, x in enumerate(many, 1) if x is not True]
+    expect(
+        not refused,
+        _(
+            "allow() True for each of {count} calls while closed, none of them back yet (no "
+            "result recorded): closed lets every call through"
+        ).format(count=IN_FLIGHT),
+        _("call {n} got {x!r}").format(n=refused[0], x=many[refused[0] - 1]) if refused else "",
+        _("closed: return True, with no limit on the calls out at once"),
+    )
 
 
 @CHECKS.add(

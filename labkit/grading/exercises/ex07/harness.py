@@ -40,6 +40,7 @@ from labkit.grading.exercises.common import fresh_state, need, plain, raised
 from labkit.grading.exercises.ex07.races import (
     CALLER_STEP_S,
     _state,
+    race_at_a_stale_failure_time,
     race_at_the_cooldown,
     race_at_the_failed_trial,
     result_while_a_call_holds_the_breaker,
@@ -59,6 +60,7 @@ from labkit.grading.stub import is_stub
 
 #: The races, for the grading channel (it calls ``exNN.harness`` functions only).
 RACES = (
+    race_at_a_stale_failure_time,
     race_at_each_step_of_a_failure,
     race_at_each_step_of_a_failure_and_a_success,
     race_at_each_step_of_a_state_read,

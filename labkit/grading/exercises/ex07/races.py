@@ -114,6 +114,97 @@ def race_at_the_failed_trial(
     return got
 
 
+class _StaleClock(_RacingClock):
+    """A racing clock whose hook runs after the reading is taken: the armed thread goes on
+    with a time the clock has since left behind (as a caller descheduled right after its
+    reading does)."""
+
+    def now(self) -> float:
+        value = FakeClock.now(self)
+        armed = self._armed
+        if armed is not None and armed[0] == threading.get_ident():
+            self._armed, self.fired = None, True
+            armed[1]()
+        return value
+
+
+def race_at_a_stale_failure_time(
+    values: MutableMapping[str, Any],
+    threshold: int = 2,
+    cooldown_s: float = 30.0,
+    late_s: float = 40.0,
+    after_s: float = 25.0,
+    wait_s: float = 0.1,
+    scene: str = "closed",
+) -> dict[str, Any]:
+    """Thread B's failure opens the breaker while thread A's failure holds an old reading.
+
+    First a probe: does this breaker restart its cooldown on a failure that comes while it
+    is open (``got["extends"]``)? Then a breaker ``threshold - 1`` failures from opening
+    (``scene`` "closed"), opened ("open"), or opened, ``cooldown_s`` on and its trial let
+    out ("trial", what allow() said in ``got["trial"]``): thread A records a failure;
+    right after A's first clock reading, the clock moves ``late_s`` on and thread B
+    records a failure too (A waits up to ``wait_s`` for it).
+    ``after_s`` later, ``allow()`` is asked (``got["C"]``). Whichever of A and B opened it,
+    the other came while it was open, at ``late_s`` or later: a breaker that restarts its
+    cooldown then refuses. One that read A's time before taking its lock writes that old
+    reading after B's opening, and lets a trial out early.
+    """
+    clock = _StaleClock()
+    got: dict[str, Any] = {}
+    with fresh_state(values):
+        make = need(values, "Breaker")
+        try:
+            probe_clock = FakeClock()
+            probe = make(threshold=threshold, cooldown_s=cooldown_s, clock=probe_clock)
+            for _ in range(threshold):
+                probe.record_failure()
+            probe_clock.advance(late_s - after_s)
+            probe.record_failure()
+            probe_clock.advance(after_s)
+            got["extends"] = plain(probe.allow()) is False
+            breaker = make(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
+            for _ in range(threshold - 1 if scene == "closed" else threshold):
+                breaker.record_failure()
+            if scene == "trial":
+                clock.advance(cooldown_s)
+                got["trial"] = plain(breaker.allow())
+                if got["trial"] is not True:
+                    return got
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            return {"opening": raised(exc)}
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            return {"opening": raised(exc)}
+
+        def fail_into(name: str) -> None:
+            try:
+                breaker.record_failure()
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got[name] = raised(exc)
+
+        other = threading.Thread(target=fail_into, args=("B",), name="caller-B", daemon=True)
+
+        def b_fails_later() -> None:
+            clock.advance(late_s)
+            other.start()
+            other.join(wait_s)
+
+        clock.arm(threading.get_ident(), b_fails_later)
+        fail_into("A")
+        clock.disarm()
+        got["inside"] = clock.fired
+        if not clock.fired:
+            return got
+        other.join(CALLER_STEP_S)
+        got["B_done"] = not other.is_alive()
+        if got["B_done"]:
+            clock.advance(after_s)
+            _ask_into(breaker, got, "C")
+    return got
+
+
 def _b_asks_at_the_clock_reading(
     breaker: Any,
     got: dict[str, Any],
