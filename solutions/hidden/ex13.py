@@ -7,6 +7,7 @@ old holder fenced off by the claim's own statement, and a claim killed midway.""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -371,6 +372,76 @@ def _many_running_heads_do_not_hide_a_ready_head_in(
 
 @CHECKS.add(
     1,
+    "every account at its cap waits, however many accounts are: count the full accounts "
+    "(or the busy ones) with no LIMIT; a list of full accounts cut to its first 100 or 1000 "
+    "rows lets every account past it run more than cap jobs",
+    timeout=30.0,
+)
+def many_accounts_at_their_cap_all_wait(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        _many_accounts_at_their_cap_all_wait_in(ns, Random(f"{seed}:full accounts"))
+    # And past every round LIMIT up to 1000: 1050 to 1200 accounts at their cap (a LIMIT
+    # past that runs scaled down to 1000), and none under it: one claim, None.
+    for seed in scene_seeds():
+        _many_accounts_at_their_cap_all_wait_in(
+            ns, Random(f"{seed}:full accounts backlog"), (1050, 1200)
+        )
+
+
+def _many_accounts_at_their_cap_all_wait_in(
+    ns: Namespace, rng: Random, counts: tuple[int, int] = (120, 300)
+) -> None:
+    big = counts[0] > SCALED_LIMIT
+    count, cap = rng.randint(*counts), 1 if big else rng.randint(1, 3)
+    with lab_file(ns) as (conn, path):
+        conn.execute("BEGIN")
+        for n in range(count):
+            account = f"{rng.choice(ACCOUNTS)}:{n}"
+            for r in range(cap):
+                add_job(conn, f"{account}:r{r}", **live(account, r))
+            add_job(conn, f"{account}:0", queue=account, run_after=rng.randint(0, 99))
+        # One more account runs one job fewer than the cap: its job, due last, goes first.
+        want: list[int | None] = [None]
+        if not big:
+            for r in range(cap - 1):
+                add_job(conn, f"zeta:r{r}", **live("zeta", r))
+            want = [add_job(conn, "zeta:0", queue="zeta", run_after=NOW), None]
+        conn.execute("COMMIT")
+        scaled: list[int] | None = [] if big else None
+        got = [
+            _id(claim(ns, path, "claim_capped", f"w{n}", NOW, cap, scaled=scaled))
+            for n in range(len(want))
+        ]
+        busy = Counter(
+            j["queue"] for j in all_jobs(conn) if j["state"] == "running" and j["lease_until"] > NOW
+        )
+    over = sorted(queue for queue, n in busy.items() if n > cap)
+    expect(
+        got == want,
+        (
+            _(
+                "claim_capped(..., cap={cap}): None, since all {count} accounts run {cap} "
+                "job(s) each"
+            )
+            if big
+            else _(
+                "claim_capped(..., cap={cap}) twice: job {job_id} of account zeta (it runs "
+                "{under}), then None: zeta and the {count} other accounts all run {cap}"
+            )
+        ).format(cap=cap, job_id=want[0], under=cap - 1, count=count),
+        _("the claims took {got}; {over} accounts now run more than {cap} jobs ({some})").format(
+            got=got, over=len(over), cap=cap, some=", ".join(over[:3]) or "-"
+        ),
+        _scaled_hint(scaled)
+        or _(
+            "count every account's live running jobs, however many accounts there are: no "
+            "LIMIT on the list of full accounts or on the busy counts"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
     "least busy counts live leases only: an account whose jobs' leases ended (their "
     "workers died) is not busier for them, in the order as in the cap",
 )
@@ -544,6 +615,36 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
             _(
                 "a job whose lease ended is ready whoever held it: never compare lease_owner "
                 "with the worker that claims (with one worker, that job never runs again)"
+            ),
+        )
+
+    # Weeks overdue, after an outage (epoch seconds): a retry due 40 days ago, a job whose
+    # worker died 35 days ago, a job added 30 days ago. A claim that looks back only so far
+    # (run_after > now - an hour or a day, a lease that ended within the last lease_s)
+    # leaves them waiting for good.
+    later, day = 1_764_900_000.5, 86_400.0
+    for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+        with lab_file(ns) as (conn, path):
+            old = [
+                add_job(conn, "acme:1", queue="acme", state="retry_wait", attempt=1,
+                        run_after=later - 40 * day),
+                add_job(conn, "bolt:1", **live("bolt", 1, run_after=later - 36 * day,
+                                               lease_until=later - 35 * day)),
+                add_job(conn, "cora:1", queue="cora", run_after=later - 30 * day),
+            ]  # fmt: skip
+            for queue in ("acme", "bolt", "cora"):
+                add_job(conn, f"{queue}:2", queue=queue, run_after=later)
+            got = sorted(_id(claim(ns, path, name, f"w{n}", later, *extra)) or 0 for n in range(3))
+        expect(
+            got == old,
+            _(
+                "{name} at now={now!r} takes jobs {job_ids}: a retry due 40 days ago, a job "
+                "whose worker died 35 days ago (its lease ended then) and a job due 30 days ago"
+            ).format(name=name, now=later, job_ids=old),
+            _("it took {job_ids}").format(job_ids=got),
+            _(
+                "a job is ready once run_after <= now (or its lease ended), however long ago: "
+                "no window of how far back a claim looks"
             ),
         )
 
@@ -1704,6 +1805,28 @@ def least_busy_is_a_live_count_at_every_claim(ns: Namespace) -> None:
         ),
         _("keep no account served last between claims: the table alone decides the order"),
     )
+    # Busy counts every live running job of the account, newer than the waiting one or
+    # not: acme's retry (job 1) waits while acme runs two jobs saved after it.
+    with lab_file(ns) as (conn, path):
+        retry = add_job(conn, "acme:1", queue="acme", state="retry_wait", attempt=1,
+                        run_after=0.0)  # fmt: skip
+        for n in (2, 3):
+            add_job(conn, f"acme:{n}", **live("acme", n))
+        add_job(conn, "bolt:1", **live("bolt", 1))
+        bolt = add_job(conn, "bolt:2", queue="bolt", run_after=50.0)
+        got = _id(capped(ns, path, "w1", 5))
+    expect(
+        got == bolt,
+        _(
+            "claim_capped with cap=5: bolt's job {bolt} (bolt runs 1 job), not acme's retry "
+            "{retry} (acme runs 2 jobs, saved after the retry), though the retry is older"
+        ).format(bolt=bolt, retry=retry),
+        _("job {job_id}").format(job_id=got),
+        _(
+            "count all of the account's live running jobs, whatever their ids: not only "
+            "those saved before the job you take"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1790,16 +1913,69 @@ def a_job_taken_before_comes_back_in_the_same_process(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "a long-lived worker serves accounts and serial queues that appear after it started: "
+    "keep nothing read from the table (the accounts, the queues) between claims, or a new "
+    "customer's jobs never run on that worker",
+    severe=True,
+)
+def accounts_and_queues_that_come_later_are_served(ns: Namespace) -> None:
+    for name, extra, queues in (
+        ("claim_capped", [2], ("acme", "bolt")),
+        ("claim_serial", [], ("order:1", "order:2")),
+    ):
+        steps = [
+            [[{"key": f"{queue}:a", "queue": queue}], ["w1", NOW + n, 30.0, *extra]]
+            for n, queue in enumerate(queues)
+        ]
+        with lab_file(ns) as (conn, path):
+            got = ns.harness(HARNESS + "claims_as_jobs_arrive", name, str(path), steps)
+            ids = {j["key"]: j["id"] for j in all_jobs(conn)}
+        want = [ids.get(f"{queue}:a") for queue in queues]
+        claimed = [
+            g["returned"].get("id") if isinstance(g.get("returned"), dict) else None for g in got
+        ]
+        expect(
+            claimed == want,
+            _(
+                "{name} on one connection: job {first} of {old} at now={now:g}; then {new} "
+                "gets its first job, {second}, and the claim at now={later:g} takes it"
+            ).format(
+                name=name,
+                first=want[0],
+                old=queues[0],
+                now=NOW,
+                new=queues[1],
+                second=want[1],
+                later=NOW + 1,
+            ),
+            _("the claims {calls}").format(
+                calls=", ".join(
+                    raised_text(g) if "raised" in g else repr(c)
+                    for g, c in zip(got, claimed, strict=True)
+                )
+            ),
+            _("read the accounts and queues from the table at every claim: cache none of them"),
+        )
+
+
+@CHECKS.add(
+    1,
     "each claim returns dict(row), a plain dict of the job it took, not the sqlite3.Row "
-    "itself (a Row has no .get and is no dict to a caller that copies or serialises it)",
+    "itself (a Row has no .get and is no dict to a caller that copies or serialises it), "
+    "with every column of the job as the table holds it after the claim (RETURNING *): "
+    "the worker reads its kind, attempt and max_attempts from it",
 )
 def each_claim_hands_back_a_plain_dict(ns: Namespace) -> None:
     for name, extra in (("claim_capped", [2]), ("claim_serial", [])):
         with lab_file(ns) as (conn, path):
-            first = add_job(conn, "acme:1", queue="acme")
+            # Claimed before (attempt 1, its run failed): the claim makes it attempt 2.
+            first = add_job(conn, "acme:1", queue="acme", kind="sync", state="retry_wait",
+                            attempt=1, max_attempts=5, run_after=NOW - 10,
+                            last_error="timeout", updated_at=NOW - 40)  # fmt: skip
             got = ns.harness(
                 HARNESS + "claim_returned_type", str(path), name, "w1", NOW, 30.0, *extra
             )
+            stored = job(conn, first)
         expect(
             got.get("is_dict") is True and _id(got.get("returned")) == first,
             _("{name} returns dict(row) for job {first}: a dict").format(name=name, first=first),
@@ -1807,4 +1983,20 @@ def each_claim_hands_back_a_plain_dict(ns: Namespace) -> None:
             if "raised" in got
             else _("it returned a {kind}").format(kind=got.get("type")),
             _("return None if row is None else dict(row)"),
+        )
+        returned = got["returned"]
+        differ = sorted(k for k in stored if k not in returned or returned[k] != stored[k])
+        expect(
+            not differ,
+            _(
+                "{name} returns job {first} with every column as the table holds it after the "
+                "claim: {row}"
+            ).format(name=name, first=first, row=stored),
+            _("it returned {row} ({columns} missing or other than the table's)").format(
+                row=returned, columns=", ".join(differ)
+            ),
+            _(
+                "return dict(row) of the row your UPDATE ... RETURNING * gave back: every "
+                "column, with the values the claim wrote (attempt + 1 included)"
+            ),
         )

@@ -7557,6 +7557,282 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex13",
+        "claim_capped lists the full accounts with a LIMIT 100 (NOT IN ... HAVING count(*) >= cap)",
+        "many_accounts_at_their_cap_all_wait",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND :cap > 0 AND c.queue NOT IN (SELECT queue FROM jobs
+                                               WHERE state = 'running' AND lease_until > :now
+                                               GROUP BY queue HAVING count(*) >= :cap
+                                               LIMIT 100)
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped counts busy in a CTE of the 1000 busiest accounts only (LIMIT 1000)",
+        "many_accounts_at_their_cap_all_wait",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                """WITH busy AS (SELECT queue, count(*) AS n FROM jobs
+                                  WHERE state = 'running' AND lease_until > :now
+                                  GROUP BY queue ORDER BY n DESC LIMIT 1000)
+                UPDATE jobs""" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c LEFT JOIN busy b ON b.queue = c.queue
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND coalesce(b.n, 0) < :cap
+                        ORDER BY coalesce(b.n, 0), c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "both claims return the row read before the UPDATE, the lease patched in (attempt stale)",
+        "each_claim_hands_back_a_plain_dict",
+        '''
+        import secrets
+        def _claim_by_hand(conn, worker, now, lease_s, pick_sql, params):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                job = conn.execute(pick_sql, params).fetchone()
+                if job is None:
+                    conn.execute("COMMIT")
+                    return None
+                token = secrets.token_hex(16)
+                conn.execute("UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                             " lease_owner = ?, lease_until = ?, lease_token = ?,"
+                             " updated_at = ? WHERE id = ?",
+                             (worker, now + lease_s, token, now, job["id"]))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return {**dict(job), "state": "running", "lease_owner": worker,
+                    "lease_until": now + lease_s, "lease_token": token, "updated_at": now}
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _claim_by_hand(conn, worker, now, lease_s, """
+                       SELECT c.* FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1""", {"now": now, "cap": cap})
+        def claim_serial(conn, worker, now, lease_s):
+            return _claim_by_hand(conn, worker, now, lease_s, """
+                       SELECT h.* FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1""", {"now": now})
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_serial returns a few columns only (RETURNING id, key, queue, state, attempt, ...)",
+        "each_claim_hands_back_a_plain_dict",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING id, key, queue, state, attempt, lease_until, lease_token
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped takes only jobs due within the last hour (BETWEEN :now - 3600 AND :now)",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait')
+                                AND c.run_after BETWEEN :now - 3600 AND :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: an expired head taken back only within an hour of its lease's end",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now
+                                   AND h.lease_until > :now - 3600))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped ranks accounts by the running jobs saved before the candidate (r.id < c.id)",
+        "least_busy_is_a_live_count_at_every_claim",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now AND r.id < c.id),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped keeps the accounts it read first, per database file (new ones never served)",
+        "accounts_and_queues_that_come_later_are_served",
+        '''
+        import json
+        _ACCOUNTS = {}
+        def _accounts(conn):
+            path = conn.execute("PRAGMA database_list").fetchone()[2]
+            if path not in _ACCOUNTS:
+                _ACCOUNTS[path] = [r[0] for r in conn.execute("SELECT DISTINCT queue FROM jobs")]
+            return json.dumps(_ACCOUNTS[path])
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE c.queue IN (SELECT value FROM json_each(:accounts))
+                          AND ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap,
+                 "accounts": _accounts(conn)},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial keeps the queues it read first, per database file (new queues never served)",
+        "accounts_and_queues_that_come_later_are_served",
+        '''
+        import json
+        _QUEUES = {}
+        def _queues(conn):
+            path = conn.execute("PRAGMA database_list").fetchone()[2]
+            if path not in _QUEUES:
+                _QUEUES[path] = [r[0] for r in conn.execute("SELECT DISTINCT queue FROM jobs")]
+            return json.dumps(_QUEUES[path])
+
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.queue IN (SELECT value FROM json_each(:queues))
+                          AND h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "queues": _queues(conn)},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
         "ex11",
         "the relay returns only the 'order.placed' ids it published (other topics left out)",
         "relay_returns_the_ids_of_every_topic",

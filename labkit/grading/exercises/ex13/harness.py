@@ -30,7 +30,7 @@ from labkit.grading.exercises import common
 from labkit.grading.exercises.common import fresh_state, outcome, plain_row
 from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.killsweep import sweep
-from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.labdb import add_job, connect
 from labkit.grading.exercises.limits import LimitsSeen
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
@@ -215,6 +215,31 @@ def on_one_connection_object(
             return [outcome(values[name], kept, *args) for args in calls]
     finally:
         conn.close()
+
+
+def claims_as_jobs_arrive(
+    values: MutableMapping[str, Any], name: str, path: str, steps: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """Claims on ONE connection object, as a long-lived worker makes them, with jobs added
+    (on a connection of the harness's own) before each: ``steps`` is a list of ``[jobs,
+    args]``, each job a dict of ``add_job`` fields with its ``key``, and ``NAME(conn,
+    *args)`` after them. A claim that keeps what it read of the table between calls (the
+    accounts, the queues) never serves one that came later. Outcomes as ``claim``'s."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    conn, other = connect(path), connect(path)
+    try:
+        with fresh_state(values):
+            kept = Watched(conn)
+            got = []
+            for jobs, args in steps:
+                for fields in jobs:
+                    add_job(other, fields["key"], **{k: v for k, v in fields.items() if k != "key"})
+                got.append(outcome(values[name], kept, *args))
+            return got
+    finally:
+        conn.close()
+        other.close()
 
 
 def race(
