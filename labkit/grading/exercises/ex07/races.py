@@ -49,11 +49,15 @@ class _RacingClock(FakeClock):
         """No hook any more (a call that never read the clock leaves it armed)."""
         self._armed = None
 
-    def now(self) -> float:
+    def _fire(self) -> None:
+        """Run the hook, once, if this thread is the one it is armed for."""
         armed = self._armed
         if armed is not None and armed[0] == threading.get_ident():
             self._armed, self.fired = None, True
             armed[1]()
+
+    def now(self) -> float:
+        self._fire()
         return super().now()
 
 
@@ -121,10 +125,7 @@ class _StaleClock(_RacingClock):
 
     def now(self) -> float:
         value = FakeClock.now(self)
-        armed = self._armed
-        if armed is not None and armed[0] == threading.get_ident():
-            self._armed, self.fired = None, True
-            armed[1]()
+        self._fire()
         return value
 
 
