@@ -1847,7 +1847,7 @@ def each_claim_uses_the_now_it_is_given(ns: Namespace) -> None:
             add_job(conn, "cora:1", queue="cora", run_after=NOW + 100.0)
             calls = [["w1", later, 30.0, *extra], ["w2", NOW, 30.0, *extra]]
             # One connection object for both calls: a clock kept per id(conn) shows too.
-            got = ns.harness(HARNESS + "on_one_connection_object", name, str(path), calls)
+            got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
             stored = {j["id"]: j for j in all_jobs(conn)}
         claimed = [
             g["returned"].get("id") if isinstance(g.get("returned"), dict) else None for g in got
@@ -1887,7 +1887,7 @@ def a_job_taken_before_comes_back_in_the_same_process(ns: Namespace) -> None:
             first = add_job(conn, "order:7:a", queue="order:7")
             add_job(conn, "order:7:b", queue="order:7")
             calls = [["w1", NOW, 30.0, *extra], ["w2", later, 30.0, *extra]]
-            got = ns.harness(HARNESS + "on_one_connection_object", name, str(path), calls)
+            got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
             owner = job(conn, first)["lease_owner"]
         claimed = [
             g["returned"].get("id") if isinstance(g.get("returned"), dict) else None for g in got

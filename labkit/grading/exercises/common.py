@@ -206,14 +206,15 @@ def on_one_connection(
     """``name(conn, *args)`` for each of ``calls`` on ONE connection, as a long-lived process.
 
     A failed call that leaves its transaction open spoils every later call on that
-    connection; the connection is closed (rolled back) only after the last call. An
+    connection; the connection is closed (rolled back) only after the last call. Every
+    call is handed the same connection object, as a long-lived process hands it: state
+    kept per ``id(conn)`` (a clock, a cache) carries from one call to the next. An
     outcome says under ``left`` what a call changed of the connection it was handed in
     autocommit mode (``tracing.with_what_it_left``): a transaction still open, or a mode set.
     """
     with _kept_open(values, path) as conn:
-        return [
-            with_what_it_left(outcome(values[name], Watched(conn), *args), conn) for args in calls
-        ]
+        kept = Watched(conn)
+        return [with_what_it_left(outcome(values[name], kept, *args), conn) for args in calls]
 
 
 def begin_refused_once(
@@ -254,7 +255,8 @@ def interrupted_then_again(
             got = [{"interrupted": True}]
         if not first.crashed:
             got = [{**got[0], "not_interrupted": True}]
-        got += [outcome(values[name], Watched(conn), *args) for args in calls[1:]]
+        first.crash_after = None  # the process lives on, with the same connection object
+        got += [outcome(values[name], first, *args) for args in calls[1:]]
         return got
 
 

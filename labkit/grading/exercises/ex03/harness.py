@@ -421,9 +421,10 @@ def on_one_connection_fed(
     added: list[list[int]] = []
     try:
         with fresh_state(values):
+            kept = Watched(conn)  # one connection object for every call, as a worker keeps it
             for args, jobs in zip(calls, enqueued, strict=True):
                 added.append([add_job(producer, **job) for job in jobs])
-                got = outcome(values["claim"], Watched(conn), *args)
+                got = outcome(values["claim"], kept, *args)
                 results.append(with_what_it_left(got, conn))
     finally:
         producer.close()

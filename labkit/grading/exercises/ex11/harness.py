@@ -574,14 +574,15 @@ def consume_many_then_again(
     applied, other = 0, None
     try:
         with fresh_state(values):
+            kept = Watched(conn)  # one connection object, as a long-lived consumer keeps it
             for order_id in range(first, first + count):
                 body = json.dumps({"order_id": order_id, "customer": f"c{order_id}", "total": 1})
-                got = outcome(values["consume"], Watched(conn), f"order:{order_id}:placed:v1", body)
+                got = outcome(values["consume"], kept, f"order:{order_id}:placed:v1", body)
                 if got.get("returned") is not True:
                     other = {**got, "order_id": order_id}
                     break
                 applied += 1
-            redelivered = [outcome(values["consume"], Watched(conn), *call) for call in again]
+            redelivered = [outcome(values["consume"], kept, *call) for call in again]
     finally:
         conn.close()
     return {"applied": applied, "other": other, "again": redelivered}

@@ -14,9 +14,9 @@ scaled down to it, for the backlog scenes.
 token, right after the claim's first committed write.
 ``claim_kills`` kills one claim right after each of its writes (``killsweep``).
 ``on_one_connection`` makes several claims on ONE connection, as a long-lived worker
-does, so a transaction a claim leaves open shows in the next. Rows come back as plain
-dicts; the check reads the table itself to judge. ``on_one_connection_object`` does so
-with the same connection object in every call, as a worker's own connection is.
+does, the same connection object in every call: a transaction a claim leaves open, or
+state it keeps per ``id(conn)``, shows in the next. Rows come back as plain dicts; the
+check reads the table itself to judge.
 """
 
 from __future__ import annotations
@@ -198,23 +198,6 @@ def claim_returned_type(
         got["type"] = type(kept[0]).__name__
         got["is_dict"] = isinstance(kept[0], dict)
     return got
-
-
-def on_one_connection_object(
-    values: MutableMapping[str, Any], name: str, path: str, calls: list[list[Any]]
-) -> list[dict[str, Any]]:
-    """``NAME(conn, *args)`` for each of ``calls`` on ONE connection object, the same Python
-    object every call (a worker's long-lived connection): state a claim keeps per
-    ``id(conn)`` carries from one call to the next. Outcomes as ``claim``'s."""
-    if name not in CLAIMS:
-        raise ValueError(f"no claim called {name!r}")
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            kept = Watched(conn)
-            return [outcome(values[name], kept, *args) for args in calls]
-    finally:
-        conn.close()
 
 
 def claims_as_jobs_arrive(
