@@ -294,12 +294,15 @@ _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
 
 class _WatchedLock:
-    """A breaker's own lock, wrapped: ``moved`` is set when a thread blocks on it, and
-    ``after_release`` (when set) runs each time it is released (a step, for ``steps``).
-    A wait with a timeout on it while another thread holds it times out at once."""
+    """A breaker's own lock, wrapped: a thread about to block on it calls ``blocked`` first
+    (with its ident), so the thread waiting for that goes on; ``after_release`` (when set)
+    runs each time it is released (a step, for ``steps``). With ``timed_waits_fail``, a
+    wait with a timeout on it while another thread holds it times out at once."""
 
-    def __init__(self, inner: Any, moved: threading.Event) -> None:
-        self._inner, self._moved = inner, moved
+    def __init__(
+        self, inner: Any, blocked: Callable[[int], None], timed_waits_fail: bool = True
+    ) -> None:
+        self._inner, self._blocked, self._timed_waits_fail = inner, blocked, timed_waits_fail
         self.after_release: Callable[[], None] | None = None
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -307,8 +310,8 @@ class _WatchedLock:
             return True
         if not blocking or timeout == 0:
             return False
-        self._moved.set()
-        if timeout is not None and timeout > 0:
+        self._blocked(threading.get_ident())
+        if self._timed_waits_fail and timeout is not None and timeout > 0:
             # A wait with a timeout on a busy lock: the holder may be slower than any
             # timeout (a descheduled thread), so it is taken as timed out, with no sleep.
             return False
@@ -376,7 +379,7 @@ def _watch_locks(breaker: Any, moved: threading.Event) -> dict[str, _WatchedLock
         for where, holder, lock in places:
             if not isinstance(lock, _LOCK_TYPES):
                 continue
-            watched = _WatchedLock(lock, moved)
+            watched = _WatchedLock(lock, lambda _ident: moved.set())
             try:
                 object.__setattr__(holder, where.rsplit(".", 1)[-1], watched)
             except (AttributeError, TypeError):

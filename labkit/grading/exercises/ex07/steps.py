@@ -33,6 +33,7 @@ from labkit.grading.exercises.ex07.races import (
     _state,
     _trial_let_out,
     _watch_locks,
+    _WatchedLock,
 )
 from labkit.grading.stub import is_stub
 
@@ -401,34 +402,6 @@ def race_at_the_first_failures(
 _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
 
-class _Blocking:
-    """A lock made by the breaker, wrapped: a thread about to block on it calls ``blocked``
-    first (with its ident), so the thread waiting for it goes on."""
-
-    def __init__(self, inner: Any, blocked: Callable[[int], None]) -> None:
-        self._inner, self._blocked = inner, blocked
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self._inner.acquire(False):
-            return True
-        if not blocking or timeout == 0:
-            return False
-        self._blocked(threading.get_ident())
-        return bool(self._inner.acquire(True, timeout))
-
-    def release(self) -> None:
-        self._inner.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 def _paired_run(
     values: MutableMapping[str, Any], threshold: int, after: int, b_after: int
 ) -> dict[str, Any] | None:
@@ -451,7 +424,9 @@ def _paired_run(
         for name, value in _attributes_of(breaker).items():
             if isinstance(value, _LOCK_TYPES):
                 try:
-                    object.__setattr__(breaker, name, _Blocking(value, blocked))
+                    object.__setattr__(
+                        breaker, name, _WatchedLock(value, blocked, timed_waits_fail=False)
+                    )
                 except (AttributeError, TypeError):
                     continue
 
