@@ -298,6 +298,27 @@ def a_held_lock_is_never_stale(ns: Namespace) -> None:
             "says nothing about whether the holder still runs"
         ),
     )
+    # The same scheduler for weeks, trying every minute while one job runs on: neither a
+    # longer count of refusals (an hour's, a day's) nor the time it has been refused
+    # (since its first refusal, by any clock) makes the held lock stale.
+    with lock_path(ns) as path:
+        weeks = ns.harness(HARNESS + "refusals_while_time_flies", str(path), REFUSALS_FOR_WEEKS)
+    expect(
+        weeks["refused"] == REFUSALS_FOR_WEEKS and weeks["same_file"],
+        _(
+            "AlreadyRunning for each of {n} attempts a minute apart by one process, over {days} "
+            "days of its clocks, while the same holder still runs, and its file left in place"
+        ).format(n=REFUSALS_FOR_WEEKS, days=weeks["days"]),
+        _("{refused} refused; the others got {others}; the holder's file {file}").format(
+            refused=weeks["refused"],
+            others=", ".join(repr(a) for a in weeks["others"]) or _("no answer"),
+            file=_("still in place") if weeks["same_file"] else _("deleted or replaced"),
+        ),
+        _(
+            "refuse every time flock finds the lock busy: no count of refusals, and no time "
+            "spent refused, says the holder is stuck; a job that runs for days still holds it"
+        ),
+    )
 
 
 #: What a holder of another version of the job writes in the file: no bare pid.
@@ -332,6 +353,9 @@ _ACCENTED = _accented_text()
 
 #: Refusals in a row by one long-lived process (a scheduler trying every minute).
 REFUSALS_IN_A_ROW = 10
+#: Refusals a minute apart by one process whose clocks leap at each sleep: over a day's
+#: worth of minutes, over two weeks of its clocks.
+REFUSALS_FOR_WEEKS = 1500
 
 
 def _not_a_pid() -> str:
@@ -503,6 +527,112 @@ def a_second_lock_keeps_the_first(ns: Namespace) -> None:
         "billing.lock (two jobs' locks in one scheduler process)",
         run["first_again"],
     )
+
+
+@CHECKS.add(
+    1,
+    "refuse only the lock that is held: another job's lock, on another file, is free to "
+    "another thread while this one is held; one module-level threading lock for every path "
+    "refuses it, and that job does not run for as long as the other one does",
+    timeout=20.0,
+    severe=True,
+)
+def another_jobs_lock_is_free_to_another_thread(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        run = ns.harness(
+            HARNESS + "other_lock_from_a_thread_while_holding",
+            str(Path(tmp) / "report.lock"),
+            str(Path(tmp) / "billing.lock"),
+            2.0,
+        )
+    expect("error" not in run, _("the with block to run and end"), run.get("error", ""))
+    answer = str(run["answer"])
+    # What counts is that the thread was not turned away nor kept waiting: a lock that
+    # installs a signal handler meets "signal only works in main thread" in a thread,
+    # whatever else holds a lock.
+    expect(
+        bool(run["while_held"]) and not answer.startswith("refused"),
+        _(
+            "billing.lock taken at once (within 2 s) by another thread of this process while "
+            "it holds report.lock (two jobs of one scheduler, on threads of their own): "
+            "nobody holds billing.lock"
+        ),
+        repr(answer)
+        if run["while_held"]
+        else _("no answer while report.lock was held; once it was let go, {answer}").format(
+            answer=repr(answer)
+        ),
+        _(
+            "let flock decide, per file: a threading lock, if any, belongs to one path (a "
+            "dict of them by path), not one for the whole module"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "let go of the lock on every way out of your own code too: when writing the pid fails "
+    "(a full disk), close the file before the error goes on (the try/finally starts right "
+    "after the open); a run that never started, whose error the scheduler keeps, must not "
+    "keep the lock and refuse every later run",
+    timeout=20.0,
+    severe=True,
+)
+def a_failed_start_lets_go_of_the_lock(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "attempt_after_a_failed_start", str(path))
+    expect(
+        run["answer"] == "acquired",
+        _(
+            "the lock free for another process once a run whose pid could not be written "
+            "(a full disk: it got {child}) had ended, though that run's process lives on and "
+            "keeps its error, as a scheduler does"
+        ).format(child=repr(run["child"][:120])),
+        run["answer"],
+        _(
+            "close the file in a finally that begins right after you open it (or close it "
+            "in an except BaseException before raising again): an error between the flock "
+            "and the yield leaves the lock held as long as the file is open"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "close a descriptor once: the number os.close frees is the next file another thread "
+    "opens (another job's lock); a second os.close of it (in the refusal, then again in a "
+    "finally, its error ignored) closes that job's file and lets go of its lock while it runs",
+    timeout=20.0,
+    severe=True,
+)
+def a_closed_descriptor_is_closed_once(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(
+            HARNESS + "attempts_as_another_lock_reuses_a_closed_descriptor",
+            str(path),
+            str(path.with_name("billing.lock")),
+        )
+    for when, answer, kept in zip(
+        (_("a refused attempt"), _("an attempt that took the lock and left")),
+        run["answers"],
+        run["kept"],
+        strict=True,
+    ):
+        expect(
+            kept,
+            _(
+                "billing.lock, another job's, still held by the thread that opened it right "
+                "after {when} closed its descriptor (the same number came back to that open)"
+            ).format(when=when),
+            _("it was closed again by {when} ({answer}): that job's lock was let go").format(
+                when=when, answer=repr(answer[:100])
+            ),
+            _(
+                "close each descriptor exactly once (os.close in a finally, nowhere else, or a "
+                "file object, whose close is safe to repeat): ignoring the error of a second "
+                "close hides that it closed someone else's file"
+            ),
+        )
 
 
 #: Runs of a scheduler that keeps one process for months: each leaks what it leaves open.

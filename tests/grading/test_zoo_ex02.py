@@ -3824,6 +3824,222 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        # An hour of refusals by a scheduler trying every minute: the holder "must be
+        # stuck". It only runs long; the takeover runs the job beside it.
+        "a refused process takes over after 60 refusals in a row (an hour of a minutely cron)",
+        "a_held_lock_is_never_stale",
+        """
+        _REFUSED = {}
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    _REFUSED[path] = _REFUSED.get(path, 0) + 1
+                    if _REFUSED[path] < 60:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                    del _REFUSED[path]
+                    fh.close()
+                    os.unlink(path)
+                    fh = open(path, "a+")
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _REFUSED.pop(path, None)
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # Refused for two hours since the first refusal, by this process's own clock:
+        # the holder "must be hung". A job that runs three hours is not.
+        "a refused process takes over once refused for 2 hours (time.monotonic() since its first)",
+        "a_held_lock_is_never_stale",
+        """
+        import time
+
+        _FIRST_REFUSAL = {}
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    first = _FIRST_REFUSAL.setdefault(path, time.monotonic())
+                    if time.monotonic() - first < 2 * 3600:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                    fh.close()
+                    os.unlink(path)
+                    fh = open(path, "a+")
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _FIRST_REFUSAL.pop(path, None)
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # One guard for the whole module, taken without waiting (so a thread of the
+        # holder's process is refused at once): another job's thread, on another file,
+        # is refused too, and that job does not run while the first one does.
+        "one module-level RLock, taken without waiting, guards every path (another job refused)",
+        "another_jobs_lock_is_free_to_another_thread",
+        """
+        import threading
+
+        _GUARD = threading.RLock()
+
+        @contextmanager
+        def single_instance(path):
+            if not _GUARD.acquire(blocking=False):
+                raise AlreadyRunning(f"{path} is locked by another thread (pid {os.getpid()})")
+            try:
+                with open(path, "a+") as fh:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                    yield
+            finally:
+                _GUARD.release()
+    """,
+    ),
+    (
+        "ex02",
+        # The file is closed by a finally around the yield alone: when writing the pid
+        # fails (a full disk), the open file stays with the error, and a scheduler that
+        # keeps the error keeps the lock, refusing every later run.
+        "the try/finally begins at the yield (a failed pid write leaves the lock held)",
+        "a_failed_start_lets_go_of_the_lock",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+            try:
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # os.open's descriptor is closed on a refusal and at the block's end, not when
+        # writing the pid raises: nothing closes it then, and the lock stays held as long
+        # as the process lives.
+        "os.open's fd left open when writing the pid raises (closed on refusal and at the end)",
+        "a_failed_start_lets_go_of_the_lock",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            try:
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "ex02",
+        # Closed in the refusal, and once more in the finally "in case": the error of the
+        # second close is ignored, and what it closed was another thread's new file.
+        "os.open's fd closed on refusal and again in the finally (its EBADF ignored)",
+        "a_closed_descriptor_is_closed_once",
+        """
+        from contextlib import suppress
+
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                    os.close(fd)
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                yield
+            finally:
+                with suppress(OSError):
+                    os.close(fd)
+    """,
+    ),
+    (
+        "ex02",
+        # The file object's descriptor closed by hand, then the object closed too (its
+        # error ignored): the object closes the number a second time.
+        "os.close(fh.fileno()) to release, then fh.close() with its OSError ignored",
+        "a_closed_descriptor_is_closed_once",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                os.close(fh.fileno())
+                try:
+                    fh.close()
+                except OSError:
+                    pass
+    """,
+    ),
 ]
 
 
@@ -4110,6 +4326,27 @@ SAYS: dict[str, str] = {
     "a refused process takes over after 3 refusals in a row (the holder 'must be stuck')": (
         "attempts in a row by one process"
     ),
+    "a refused process takes over after 60 refusals in a row (an hour of a minutely cron)": (
+        "attempts a minute apart by one process"
+    ),
+    "a refused process takes over once refused for 2 hours (time.monotonic() since its first)": (
+        "attempts a minute apart by one process"
+    ),
+    "one module-level RLock, taken without waiting, guards every path (another job refused)": (
+        "by another thread of this process while it holds report.lock"
+    ),
+    "the try/finally begins at the yield (a failed pid write leaves the lock held)": (
+        "the lock free for another process once a run whose pid could not be written"
+    ),
+    "os.open's fd left open when writing the pid raises (closed on refusal and at the end)": (
+        "the lock free for another process once a run whose pid could not be written"
+    ),
+    "os.open's fd closed on refusal and again in the finally (its EBADF ignored)": (
+        "still held by the thread that opened it right after a refused attempt"
+    ),
+    "os.close(fh.fileno()) to release, then fh.close() with its OSError ignored": (
+        "still held by the thread that opened it right after a refused attempt"
+    ),
     "a busy lock whose file holds no bare pid deleted as corrupt and taken": (
         "no bare pid (another version of the job) holds it"
     ),
@@ -4239,6 +4476,13 @@ SEVERE = [
     "a busy lock whose file is over 60 days old deleted as stale",
     "flock's other errors (ENOLCK on NFS) warned about, the job run without the lock",
     "a lock file that cannot be opened warned about, the job run without the lock",
+    "a refused process takes over after 60 refusals in a row (an hour of a minutely cron)",
+    "a refused process takes over once refused for 2 hours (time.monotonic() since its first)",
+    "one module-level RLock, taken without waiting, guards every path (another job refused)",
+    "the try/finally begins at the yield (a failed pid write leaves the lock held)",
+    "os.open's fd left open when writing the pid raises (closed on refusal and at the end)",
+    "os.open's fd closed on refusal and again in the finally (its EBADF ignored)",
+    "os.close(fh.fileno()) to release, then fh.close() with its OSError ignored",
 ]
 
 
@@ -4510,11 +4754,15 @@ RIGHT: list[tuple[str, str, str]] = [
                 except BaseException:
                     fh.close()
                     raise
-                fh.seek(0)
-                fh.truncate()
-                fh.write(f"{os.getpid()}\\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+                try:
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(f"{os.getpid()}\\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                except BaseException:
+                    fh.close()
+                    raise
                 self._fh = fh
                 return self
 
@@ -4673,8 +4921,12 @@ RIGHT: list[tuple[str, str, str]] = [
                 except BaseException:
                     os.close(fd)
                     raise
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                try:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, str(os.getpid()).encode(), 0)
+                except BaseException:
+                    os.close(fd)
+                    raise
                 self.fd = fd
                 return self
 
@@ -4708,10 +4960,14 @@ RIGHT: list[tuple[str, str, str]] = [
                 except BaseException:
                     fh.close()
                     raise
-                fh.seek(0)
-                fh.truncate()
-                fh.write(str(os.getpid()))
-                fh.flush()
+                try:
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                except BaseException:
+                    fh.close()
+                    raise
                 _HELD[where] = fh
             try:
                 yield
@@ -4979,6 +5235,92 @@ RIGHT: list[tuple[str, str, str]] = [
                     signal.signal(signal.SIGTERM, old)
             finally:
                 fh.close()
+    """,
+    ),
+    (
+        "the pid written at best: an OSError writing it logged, the job run under the lock",
+        "a_failed_start_lets_go_of_the_lock",
+        """
+        import logging
+
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                try:
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                except OSError as exc:
+                    logging.getLogger("ex02").warning("pid not written to %s: %s", path, exc)
+                yield
+    """,
+    ),
+    (
+        "a per-path RLock from a guarded dict, taken without waiting, beside the flock",
+        "another_jobs_lock_is_free_to_another_thread",
+        """
+        import threading
+
+        _GUARD = threading.Lock()
+        _BY_PATH = {}
+
+        @contextmanager
+        def single_instance(path):
+            with _GUARD:
+                mine = _BY_PATH.setdefault(os.path.realpath(path), threading.RLock())
+            if not mine.acquire(blocking=False):
+                raise AlreadyRunning(f"{path} is held by another thread (pid {os.getpid()})")
+            try:
+                with open(path, "a+") as fh:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                    yield
+            finally:
+                mine.release()
+    """,
+    ),
+    (
+        "a refusal that says how long this process has been refused (monotonic), and refuses",
+        "a_held_lock_is_never_stale",
+        """
+        import time
+
+        _REFUSED_SINCE = {}
+
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    since = _REFUSED_SINCE.setdefault(path, time.monotonic())
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    waited = (time.monotonic() - since) / 60
+                    raise AlreadyRunning(
+                        f"{path} is locked by pid {holder} (refused for {waited:.0f} min)"
+                    ) from None
+                _REFUSED_SINCE.pop(path, None)
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
     """,
     ),
 ]

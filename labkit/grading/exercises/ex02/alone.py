@@ -1,8 +1,8 @@
 """Exercise 2's harness: the student's lock in one process, against what surrounds it.
 
 Errors raised inside the block, a lock file this process may not open or lock, a second lock
-held at once, a plain ``flock`` holder in the same process, an attempt from another of
-its threads, and the descriptors months of runs leave open. No child is forked here.
+held at once, a plain ``flock`` holder in the same process, and the descriptors months of
+runs leave open (its threads at the lock: ``threads``). No child is forked here.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import fcntl
 import os
 import pathlib
 import signal
-import sys
-import threading
 import time
 from collections.abc import MutableMapping
 from typing import Any
@@ -156,89 +154,6 @@ def second_lock_in_one_process(
         lock = need(values, "single_instance")
         with noted(out), lock(first), lock(second):
             out["first_again"] = attempt(values, first)
-    return out
-
-
-def attempt_from_a_thread_while_holding(
-    values: MutableMapping[str, Any], path: str, patience: float
-) -> dict[str, Any]:
-    """Hold the lock here while another thread of this process tries; let go after
-    ``patience`` s without its answer, then wait for it a while.
-
-    flock belongs to an open file, not to a thread: a thread that opens the file itself
-    is refused at once, as a second process is. A lock that makes this process's threads
-    take turns first (a module-level threading.Lock or RLock) keeps the thread waiting,
-    and it runs the job once the holder leaves. ``{"answer": ..., "while_held": bool}``
-    (``answer`` "" when the thread had not answered even after the holder left).
-    """
-    out: dict[str, Any] = {"answer": ""}
-
-    def other() -> None:
-        out["answer"] = attempt(values, path)
-
-    with fresh_state(values):
-        attempt(values, path)  # here first, so a stub says "not started yet"
-        thread = threading.Thread(target=other, daemon=True)
-        with noted(out), need(values, "single_instance")(path):
-            thread.start()
-            thread.join(patience)
-            out["while_held"] = not thread.is_alive()
-        thread.join(5.0)
-    return out
-
-
-#: Calls a thread waits in: a lock's acquire (an Event's or a Condition's wait goes through
-#: it) and a sleep before trying again.
-_WAITS = frozenset({"acquire", "sleep"})
-
-
-def attempt_from_a_thread_as_the_holder_leaves(
-    values: MutableMapping[str, Any], path: str, patience: float
-) -> dict[str, Any]:
-    """Hold the lock here while another thread of this process tries; let go the moment
-    that thread is found waiting (inside a lock's acquire, or a sleep, having let go of the
-    GIL), or once it answered, or after ``patience`` s.
-
-    A thread that refuses at once answers while the lock is held. One that waits a while
-    (``acquire(timeout=0.5)`` on a lock the holder's thread holds, a sleep and a retry)
-    gets the lock the holder let go of, and runs the job right after it. A non-blocking
-    acquire never lets go of the GIL: it is never found waiting. ``{"answer": ...,
-    "waited": bool}``.
-    """
-    out: dict[str, Any] = {"answer": "", "waited": False}
-    calls: dict[str, Any] = {"in": None}
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call" and getattr(arg, "__name__", "") in _WAITS:
-            calls["in"] = arg  # the last statement: no other thread runs before the call
-        elif event in ("c_return", "c_exception"):
-            calls["in"] = None
-
-    def other() -> None:
-        sys.setprofile(profile)
-        try:
-            out["answer"] = attempt(values, path)
-        finally:
-            sys.setprofile(None)
-
-    def waiting(thread: threading.Thread) -> bool:
-        # This thread holds the GIL: the other one, inside a waiting call and not in
-        # ``profile`` itself, let go of it in that call, so the call waits.
-        top = sys._current_frames().get(thread.ident or 0)
-        return calls["in"] is not None and top is not None and top.f_code is not profile.__code__
-
-    with fresh_state(values):
-        attempt(values, path)  # here first, so a stub says "not started yet"
-        thread = threading.Thread(target=other, daemon=True)
-        with noted(out), need(values, "single_instance")(path):
-            thread.start()
-            deadline = time.monotonic() + patience
-            while thread.is_alive() and time.monotonic() < deadline:
-                if waiting(thread):
-                    out["waited"] = True
-                    break
-                time.sleep(0.001)
-        thread.join(5.0)
     return out
 
 

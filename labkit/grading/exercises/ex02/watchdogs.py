@@ -1,10 +1,13 @@
-"""Exercise 2's harness: a lock's own watchdog, given hours in milliseconds.
+"""Exercise 2's harness: a lock's own watchdog, and a refuser's patience, given hours in
+milliseconds.
 
 A lock may start a thread, a ``threading.Timer`` or an alarm that lets go of the lock
 (closes or deletes the file) after a while, so a job that runs long loses its lock while
 it still runs. Here a forked child holds the lock while every sleep and timed wait
 returns at once and the clocks (``time``'s and ``datetime``'s) move on, so such a
-watchdog fires at once; this process then tries, and must be refused.
+watchdog fires at once; this process then tries, and must be refused. And the other way
+round: a child whose time flies is refused, a minute apart, for weeks of its clocks while
+this process holds the lock, and must be refused every time.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
+import json
 import os
+import pathlib
 import select
 import signal
 import threading
@@ -278,3 +283,52 @@ def file_after_the_holder_left_while_time_flies(
         os.write(go_write, b"go")
         said.next()
         return {"left": left, "file": file_text(path)}
+
+
+#: What the plain holder of ``refusals_while_time_flies`` writes: a pid alive here (init).
+ALIVE_HOLDER = "1"
+
+
+def refusals_while_time_flies(
+    values: MutableMapping[str, Any], path: str, tries: int
+) -> dict[str, Any]:
+    """A plain holder here keeps the lock (its file names pid 1, alive) while a child, a
+    scheduler that lives for weeks, tries ``tries`` times with a minute's sleep between
+    tries, and for it each sleep lasts ``LEAP_S`` at least: days go by in its clocks.
+
+    No number of refusals in a row, and no time spent refused, makes a held lock stale.
+    ``{"refused": how many tries were refused, "others": the first few other answers,
+    "days": how long the child's clocks say it tried, "same_file": the holder's file still
+    at the path}``.
+    """
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, str(pathlib.Path(path).with_name("probe.lock")))  # a stub says so
+        holder = stack.enter_context(open(path, "a+"))
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        holder.write(ALIVE_HOLDER)
+        holder.flush()
+        inode = os.fstat(holder.fileno()).st_ino
+
+        def body(fd: int) -> None:
+            refused, others = 0, []
+            began = time.time()
+            with _time_flies(values):
+                for _ in range(tries):
+                    said = attempt(values, path)
+                    if said.startswith("refused"):
+                        refused += 1
+                    elif len(others) < 2:
+                        others.append(said[:160])
+                    time.sleep(60)
+                days = (time.time() - began) / 86_400
+            told = {"refused": refused, "others": others, "days": round(days, 1)}
+            REAL_WRITE(fd, json.dumps(told).encode() + b"\n")
+
+        with child(body) as (_pid, fd):
+            told = Said(fd).next(30.0)
+        try:
+            same = os.stat(path).st_ino == inode
+        except OSError:
+            same = False
+    out: dict[str, Any] = json.loads(told) if told else {"refused": 0, "others": [], "days": 0}
+    return {**out, "same_file": same}
