@@ -39,7 +39,13 @@ one that differs between deliveries fails there, severe: a late copy, or one ano
 machine runs, charges again.
 ``duplicate_message_charges_once`` sends one key with two customers and amounts too.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
-tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
+tasks, as a restart or a failover does; a deadlock there rolls back one attempt, then
+five in a row (a retry loop of the task's own that runs out must fail, not return),
+and every charge made there, a credit note's too, must commit in the transaction that
+wrote a record in processed (``_charged_apart``: a retry or a credit on a path of its
+own, in two transactions, is never killed between them).
+``two_deliveries_at_once_charge_once``'s second copy names its customer otherwise (a
+lock per customer does not order them); ``replies_charged_or_already_charged`` reads
 what each run returned (a refused charge must end the run in FAILURE, not be returned;
 a run whose session the server ends mid-charge must not say "already charged").
 ``charge_may_wait_without_a_time_limit`` also reads the module for a timer of its own
@@ -1199,15 +1205,18 @@ def _not_scoped_by_the_queue(run: Ex08Run, key: str, records: list[str]) -> None
     )
 
 
-def _both_copies_inside(run: Ex08Run, key: str, waited_for: str) -> None:
-    """Send ``key`` twice and hold both copies inside their transactions at once.
+def _both_copies_inside(
+    run: Ex08Run, key: str, waited_for: str, customers: tuple[str, str] = ("cus_8", "cus_8")
+) -> None:
+    """Send ``key`` twice (for ``customers``) and hold both copies inside their
+    transactions at once.
 
     Until both copies wait on a lock, no charge row can be written (the check holds
     ``charges``): each copy gets as far as it can in its transaction, and they are
     inside it together. Then the lock goes and the workers finish."""
     with pg(run.config) as blocker:
         blocker.execute("LOCK TABLE charges IN EXCLUSIVE MODE")
-        sent = {run.send(key), run.send(key)}
+        sent = {run.send(key, customers[0]), run.send(key, customers[1])}
 
         def waiting() -> int:
             return len(_waiting_on_a_lock(run.config.tag, run))
@@ -1257,8 +1266,13 @@ def two_deliveries_at_once_charge_once(ns: Namespace) -> None:
     key = "inv-twice"
     with Ex08Run(ns) as run:
         run.worker(concurrency=2)
+        # The second copy names the customer otherwise (a producer that corrected it):
+        # still one key, one charge, and a lock per customer does not order the two.
         _both_copies_inside(
-            run, key, _("two copies of one message to run at once on two pool children")
+            run,
+            key,
+            _("two copies of one message to run at once on two pool children"),
+            ("cus_8", "cus_8b"),
         )
         n = run.charges(key)
         expect(
@@ -1337,6 +1351,49 @@ def _note_sessions(run: Ex08Run) -> None:
         )
 
 
+def _note_transactions(run: Ex08Run) -> None:
+    """Have every insert into ``processed`` and ``charges`` note the key it wrote and the
+    transaction that wrote it; a note goes with its transaction when that rolls back."""
+    from psycopg import sql
+
+    schema = sql.Identifier(run.config.schema)
+    with pg(run.config) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {s}.labkit_writes (tbl TEXT, key TEXT, xid BIGINT)").format(
+                s=schema
+            )
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.labkit_note_write() RETURNS trigger LANGUAGE plpgsql "
+                "AS $$ BEGIN INSERT INTO {s}.labkit_writes VALUES (TG_TABLE_NAME, NEW.key, "
+                "txid_current()); RETURN NULL; END $$"
+            ).format(s=schema)
+        )
+        for table in ("processed", "charges"):
+            conn.execute(
+                sql.SQL(
+                    "CREATE TRIGGER labkit_note_write AFTER INSERT ON {s}.{t} "
+                    "FOR EACH ROW EXECUTE FUNCTION {s}.labkit_note_write()"
+                ).format(s=schema, t=sql.Identifier(table))
+            )
+
+
+def _charged_apart(run: Ex08Run) -> list[str]:
+    """The keys whose charge committed in a transaction that wrote nothing to
+    ``processed``, when the task records its keys there (``_note_transactions``): a path
+    that charges and records in two transactions. A task that keeps no record in
+    ``processed`` (a unique key on charges) is another check's to name."""
+    with pg(run.config) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT c.key FROM labkit_writes c WHERE c.tbl = 'charges' "
+            "AND NOT EXISTS (SELECT 1 FROM labkit_writes p WHERE p.tbl = 'processed' "
+            "AND p.xid = c.xid) "
+            "AND EXISTS (SELECT 1 FROM labkit_writes p WHERE p.tbl = 'processed') ORDER BY 1"
+        ).fetchall()
+    return [str(row["key"]) for row in rows]
+
+
 def _worker_sessions(run: Ex08Run) -> list[int]:
     """Backend pids of the database sessions the workers hold: by application name, or
     noted by a charge they wrote (``_note_sessions``)."""
@@ -1373,6 +1430,7 @@ def charges_after_its_database_session_ended(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
         run.worker()
         _note_sessions(run)
+        _note_transactions(run)
         run.send("inv-s1")
         run.settle()
         _end_sessions(run)
@@ -1412,59 +1470,113 @@ def charges_after_its_database_session_ended(ns: Namespace) -> None:
             ),
         )
         _rolled_back_by_the_database_is_not_a_duplicate(run)
+        # A path of its own (a retry after a rollback above, a credit note, a charge of
+        # nothing) must claim and charge in one transaction too: no kill ever lands
+        # between its two commits here, and the other checks never take that path.
+        apart = _charged_apart(run)  # a credit note's path too, sent with the scenes
+        expect(
+            not apart,
+            _(
+                "every charge committed in the same transaction as its key's record in "
+                "processed, on every path of the task"
+            ),
+            _(
+                "the charge of {keys} committed in a transaction that wrote nothing to processed"
+            ).format(keys=", ".join(repr(key) for key in apart)),
+            _(
+                "a path that charges and records the key in two transactions (an autocommit "
+                "connection, two commits: a retry after a deadlock, a credit note handled "
+                "apart) charges twice or loses the charge when the worker dies between them. "
+                "Every path claims the key and charges in one `with connect() as conn, "
+                "conn.transaction():`"
+            ),
+        )
 
 
-#: Errors the database rolls a transaction back with, each made once by the check (a
-#: trigger that raises its SQLSTATE): ``(key, table whose INSERT raises, SQLSTATE, what
-#: the feedback calls it)``. The deadlock on the charge's INSERT, the serialization
-#: failure on the claim's: a task that reads either as a duplicate, wherever its
-#: ``except`` sits, says "already charged" for a key nobody charged.
+#: Errors the database rolls a transaction back with, each made by the check (a trigger
+#: that raises its SQLSTATE): ``(key, table whose INSERT raises, SQLSTATE, what the
+#: feedback calls it, attempts in a row it rolls back)``. The serialization failure on
+#: the claim's INSERT, the deadlock on the charge's: a task that reads either as a
+#: duplicate, wherever its ``except`` sits, says "already charged" for a key nobody
+#: charged. A deadlock that rolls back one attempt: the retry after it charges, in one
+#: transaction too (``_charged_apart``: not a fallback on an autocommit connection); one
+#: that rolls back ``ROLLED_BACK_TIMES`` attempts in a row: a retry loop of the task's
+#: own (``for attempt in range(3)``, or 5) runs out, and must then fail, not end the run
+#: as a value ("failed", or None when the loop falls through); a longer loop, or a Celery
+#: retry, charges on its next attempt.
+ROLLED_BACK_TIMES = 5
 ROLLED_BACK = (
-    ("inv-deadlock", "charges", "40P01", "a deadlock (DeadlockDetected)"),
-    ("inv-serialization", "processed", "40001", "a serialization failure (SerializationFailure)"),
+    (
+        "inv-serialization",
+        "processed",
+        "40001",
+        "a serialization failure (SerializationFailure)",
+        1,
+    ),
+    ("inv-deadlock", "charges", "40P01", "a deadlock (DeadlockDetected)", 1),
+    (
+        "inv-deadlocks",
+        "charges",
+        "40P01",
+        "a deadlock, attempt after attempt (DeadlockDetected)",
+        ROLLED_BACK_TIMES,
+    ),
 )
 
 
 def _rolled_back_by_the_database_is_not_a_duplicate(run: Ex08Run) -> None:
-    """Have the database roll back one run's transaction with a deadlock, then another's
-    with a serialization failure (``ROLLED_BACK``: the first INSERT into the table after
-    the check arms it raises that SQLSTATE, once), as PostgreSQL does when two
-    transactions wait for each other or conflict under SERIALIZABLE. Nothing committed:
-    the run must fail (its message is acknowledged, the producer retries) or charge on a
-    retry; a run that ends in SUCCESS with the key uncharged ("already charged", an
-    ``except psycopg.errors.DeadlockDetected`` or ``SerializationFailure`` taken for a
-    duplicate) has lost the charge for good."""
+    """Have the database roll back runs' transactions as ``ROLLED_BACK`` says (a trigger
+    raises the SQLSTATE at the INSERT, as many attempts in a row as the scene says), as
+    PostgreSQL does when two transactions wait for each other or conflict under
+    SERIALIZABLE; one settle for all, and a credit note sent last (``_charged_apart``).
+    Nothing committed: each run must fail (its message is acknowledged, the producer
+    retries) or charge on a retry; a run that ends in SUCCESS with the key uncharged
+    ("already charged", an ``except psycopg.errors.DeadlockDetected`` or
+    ``SerializationFailure`` taken for a duplicate, a retry loop that runs out and
+    returns) has lost the charge for good."""
     from psycopg import sql
 
     schema = sql.Identifier(run.config.schema)
-    for nth, (key, table, code, what) in enumerate(ROLLED_BACK, start=1):
-        seq = sql.Identifier(f"labkit_rollback_{nth}")
-        with pg(run.config) as conn:
-            conn.execute(sql.SQL("CREATE SEQUENCE {s}.{q}").format(s=schema, q=seq))
+    with pg(run.config) as conn:
+        for nth, (key, table, code, what, times) in enumerate(ROLLED_BACK, start=1):
+            name = sql.Identifier(f"labkit_rollback_{nth}")
+            # A charge row holds its key: the trigger picks its scene's run by it. A
+            # record in processed may not (a digest): the first claim made, the run sent
+            # first's, is the one rolled back.
+            armed = sql.SQL("nextval('{s}.{q}') <= {times}").format(
+                s=schema, q=name, times=sql.Literal(times)
+            )
+            if table == "charges":
+                armed = sql.SQL("NEW.key = {key} THEN IF {armed}").format(
+                    key=sql.Literal(key), armed=armed
+                )
+            conn.execute(sql.SQL("CREATE SEQUENCE {s}.{q}").format(s=schema, q=name))
             conn.execute(
                 sql.SQL(
                     "CREATE FUNCTION {s}.{f}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                    "IF nextval('{s}.{q}') = 1 THEN RAISE EXCEPTION 'labkit: % (%)', {what}, "
-                    "{code} USING ERRCODE = {code}; END IF; RETURN NEW; END $$"
+                    "IF {armed} THEN RAISE EXCEPTION 'labkit: % (%)', {what}, {code} USING "
+                    "ERRCODE = {code}; END IF; {closed}RETURN NEW; END $$"
                 ).format(
                     s=schema,
-                    q=seq,
-                    f=sql.Identifier(f"labkit_rollback_{nth}"),
+                    f=name,
+                    armed=armed,
                     what=sql.Literal(what),
                     code=sql.Literal(code),
+                    closed=sql.SQL("END IF; " if table == "charges" else ""),
                 )
             )
             conn.execute(
                 sql.SQL(
                     "CREATE TRIGGER {f} BEFORE INSERT ON {s}.{t} "
                     "FOR EACH ROW EXECUTE FUNCTION {s}.{f}()"
-                ).format(
-                    s=schema, t=sql.Identifier(table), f=sql.Identifier(f"labkit_rollback_{nth}")
-                )
+                ).format(s=schema, t=sql.Identifier(table), f=name)
             )
-        sent = run.send(key)
-        run.settle()
-        ends = run.returned().get(sent, [])
+    sent = {key: run.send(key) for key, *_rest in ROLLED_BACK}
+    # A credit note, which may take a path of its own (``_charged_apart``).
+    run.send(CREDIT_KEY, "cus_8", CREDIT_CENTS)
+    run.settle()
+    for key, _table, _code, what, _times in ROLLED_BACK:
+        ends = run.returned().get(sent[key], [])
         n = run.charges(key)
         lost = n == 0 and any(r.state == "SUCCESS" for r in ends)
         expect(
@@ -1482,8 +1594,9 @@ def _rolled_back_by_the_database_is_not_a_duplicate(run: Ex08Run) -> None:
                 "a deadlock or a serialization failure (psycopg.errors.DeadlockDetected, "
                 "SerializationFailure) means PostgreSQL rolled your transaction back: nothing "
                 "was charged, so it is no duplicate. Let the error fail the task, or retry "
-                "it; only an INSERT into processed that gives no row back means the key was "
-                "charged"
+                "it, and when the retries run out raise the last error (a loop that ends and "
+                "returns acknowledges the message with nothing charged); only an INSERT into "
+                "processed that gives no row back means the key was charged"
             ),
         )
 

@@ -945,6 +945,108 @@ SERIALIZATION_FAILURE_READ_AS_DUPLICATE = """\
 """
 
 
+#: Round 29: a retry loop of the task's own on a rollback by the database that, once its
+#: attempts run out, falls through: the run returns None, ends in SUCCESS, and its
+#: message is acknowledged with nothing charged.
+RETRY_LOOP_FALLS_THROUGH = """\
+    for _attempt in range(3):
+        try:
+            with connect() as conn, conn.transaction():
+                first = conn.execute(
+                    "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                    "RETURNING key",
+                    (key,),
+                ).fetchone()
+                if first is None:
+                    return "already charged"
+                conn.execute(
+                    "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                    (key, customer, amount),
+                )
+            return "charged"
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            continue  # rolled back by PostgreSQL: try again
+"""
+
+#: Round 29: the same on any OperationalError, logged, and "failed" returned at the end.
+RETRY_LOOP_RETURNS_FAILED = RETRY_LOOP_FALLS_THROUGH.replace(
+    "        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):\n"
+    "            continue  # rolled back by PostgreSQL: try again\n",
+    "        except psycopg.OperationalError as exc:\n"
+    '            print(f"charge {key} failed: {exc}")\n'
+    '    return "failed"\n',
+)
+
+#: Round 29: the claim and the charge as one helper; after a rollback by the database the
+#: helper runs once more on a fresh autocommit connection, where each INSERT commits by
+#: itself: a kill between the two loses the charge (or, the other way round, doubles it).
+CLAIM_AND_CHARGE_HELPER = """\
+def _claim_and_charge(conn, key, customer, amount):
+    first = conn.execute(
+        "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+        (key,),
+    ).fetchone()
+    if first is None:
+        return "already charged"
+    conn.execute(
+        "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+        (key, customer, amount),
+    )
+    return "charged"
+
+
+@app.task("""
+RETRIED_ON_AN_AUTOCOMMIT_CONNECTION = """\
+    try:
+        with connect() as conn, conn.transaction():
+            return _claim_and_charge(conn, key, customer, amount)
+    except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+        # Rolled back by PostgreSQL: once more, on a fresh connection.
+        with psycopg.connect(DSN, options=f"-c search_path={SCHEMA}", autocommit=True) as conn:
+            return _claim_and_charge(conn, key, customer, amount)
+    return "charged"
+"""
+
+#: Round 29: the same on a deadlock alone (the error a READ COMMITTED task expects).
+DEADLOCK_RETRIED_ON_AN_AUTOCOMMIT_CONNECTION = RETRIED_ON_AN_AUTOCOMMIT_CONNECTION.replace(
+    "    except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):\n",
+    "    except psycopg.errors.DeadlockDetected:\n",
+)
+
+#: Round 29: a credit note (a negative amount) on a path of its own: a look in
+#: processed, the refund, then the record, each autocommitted. The charges the checks
+#: kill are never credits.
+CREDIT_ON_A_PATH_OF_ITS_OWN = """\
+    if amount < 0:
+        # A credit note: refund first, then remember it.
+        with psycopg.connect(DSN, options=f"-c search_path={SCHEMA}", autocommit=True) as conn:
+            if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+                return "already charged"
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+            conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
+        return "charged"
+"""
+
+#: Round 29: a lock per customer ("never charge one customer twice at once"), then a look
+#: in processed and the record written after the charge: two copies of one key that
+#: name the customer differently take two locks, and both charge.
+LOCK_PER_CUSTOMER = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (customer,))
+        if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+        conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
+    return "charged"
+"""
+
+
 ZOO = [
     # (name, how the reference file is changed, the check that must fail, what its
     # feedback must say, a check the mistake does not touch, which must pass)
@@ -2534,6 +2636,54 @@ ZOO = [
         "an amount of 0 cents",
         "duplicate_message_charges_once",
     ),
+    (
+        "a retry loop on deadlocks that falls through when its attempts run out",
+        _body(RETRY_LOOP_FALLS_THROUGH),
+        "charges_after_its_database_session_ended",
+        "rolled back with a deadlock",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a retry loop on OperationalError that returns 'failed' when its attempts run out",
+        _body(RETRY_LOOP_RETURNS_FAILED),
+        "charges_after_its_database_session_ended",
+        "rolled back with a deadlock",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a rollback by the database retried once on an autocommit connection",
+        _both(
+            _replace("@app.task(", CLAIM_AND_CHARGE_HELPER),
+            _body(RETRIED_ON_AN_AUTOCOMMIT_CONNECTION),
+        ),
+        "charges_after_its_database_session_ended",
+        "on every path of the task",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a deadlock retried once on an autocommit connection",
+        _both(
+            _replace("@app.task(", CLAIM_AND_CHARGE_HELPER),
+            _body(DEADLOCK_RETRIED_ON_AN_AUTOCOMMIT_CONNECTION),
+        ),
+        "charges_after_its_database_session_ended",
+        "on every path of the task",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a credit note refunded and recorded in two autocommitted statements",
+        _before_body(CREDIT_ON_A_PATH_OF_ITS_OWN),
+        "charges_after_its_database_session_ended",
+        "on every path of the task",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a lock per customer, then a look in processed and the record after the charge",
+        _body(LOCK_PER_CUSTOMER),
+        "two_deliveries_at_once_charge_once",
+        "two copies of one message ran at the same time",
+        "worker_killed_after_the_commit",
+    ),
 ]
 
 
@@ -2611,6 +2761,21 @@ AUTORETRY_ON_OPERATIONAL_ERROR = _replace(
     "    reject_on_worker_lost=True,\n"
     "    autoretry_for=(psycopg.OperationalError,),\n"
     "    retry_backoff=True,\n    max_retries=5,\n)",
+)
+
+#: Round 29: a retry loop of the task's own on a rollback by the database, which raises
+#: the last error once its attempts run out (the run fails, nothing is said charged).
+RETRY_LOOP_RAISES_AT_THE_END = RETRY_LOOP_FALLS_THROUGH.replace(
+    "            continue  # rolled back by PostgreSQL: try again\n",
+    "            if _attempt == 2:\n                raise\n",
+)
+
+#: Round 29: a lock per customer taken first, then the reference's claim and charge: the
+#: claim still orders two copies of one key, whatever customer each names.
+LOCK_PER_CUSTOMER_THEN_CLAIM = _replace(
+    REFERENCE_BODY_START,
+    REFERENCE_BODY_START
+    + '        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (customer,))\n',
 )
 
 #: Right task modules written otherwise, each with the check most likely to trip on it:
@@ -2692,6 +2857,16 @@ RIGHT = [
             "            (key,),\n        ).fetchone()\n        if not fresh:",
         ),
         "duplicate_message_charges_once",
+    ),
+    (
+        "a retry loop on deadlocks that raises the last error when its attempts run out",
+        _body(RETRY_LOOP_RAISES_AT_THE_END),
+        "charges_after_its_database_session_ended",
+    ),
+    (
+        "a lock per customer before the claim",
+        LOCK_PER_CUSTOMER_THEN_CLAIM,
+        "two_deliveries_at_once_charge_once",
     ),
 ]
 
