@@ -6,10 +6,10 @@ another consumer holds an older one (kept in the stream while more than a stream
 newer entries is acknowledged), what ``consume`` returns (on a second call, by two
 consumers racing on one key, too, and with entries deleted from the stream while
 pending), an entry deleted while pending with another behind it, how often a waiting
-consumer looks again, a backlog of hundreds of entries, keys that differ only in case,
-in a trailing space, in accents or in characters a pattern would read, a key sent again
-after its entry was dead-lettered, and a poison entry that reaches each new consumer by
-XAUTOCLAIM."""
+consumer looks again, a backlog of hundreds of entries (no done record ever removed),
+keys that differ only in case, in a trailing space, in accents or in characters a pattern
+would read, a key sent again after its entry was dead-lettered, and a poison entry that
+reaches each new consumer by XAUTOCLAIM."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from labkit.grading.exercises.ex09.commands import (
     _effect_removals,
     _hasty_claims,
     _monitored,
+    _record_removals,
     _trims,
     _until_under_way,
 )
@@ -498,8 +499,8 @@ EARLIER_DEAD = 25_000
 @CHECKS.add(
     1,
     "a backlog of hundreds of entries waiting when the consumer starts: each is applied "
-    "once, none is trimmed away or skipped, and each of more than a hundred that always "
-    "fail is kept as a dead letter",
+    "once, none is trimmed away or skipped, no done record is ever removed, and each of "
+    "more than a hundred that always fail is kept as a dead letter",
     90,
     severe=True,
 )
@@ -541,6 +542,7 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
             commands = sent()
             trims = _trims(commands, s.stream, dead_key)
             removals = _effect_removals(commands, f"{s.prefix}:effects")
+            forgotten = _record_removals(commands, f"{s.prefix}:done")
             unguarded = _bare_dead_letters(bare, dead_key)
         s.finish(proc, _("a backlog of {count} entries").format(count=len(keys) + len(failing)))
         effects = s.effects()
@@ -615,6 +617,20 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
                 "never trim, pop or delete the effects list (LTRIM 0 999 keeps the list "
                 "bounded, and loses every effect past the thousandth): the list is the record "
                 "of what was applied, and a key cut from it is an effect lost"
+            ),
+        )
+        expect(
+            not forgotten,
+            _(
+                "every done record kept for good: nothing ever taken out of <prefix>:done:<key> "
+                "(or of a set or hash of the records), whatever their number"
+            ),
+            _("the consumer sent {commands}").format(commands=forgotten[:3]),
+            _(
+                "never cap, trim, pop, expire or delete the done records (a sorted set cut to "
+                "its last 10000 keys removes nothing here, and every record past that later): "
+                "a key whose record went is applied again when a late copy of it comes (a "
+                "producer's retry)"
             ),
         )
         expect(

@@ -1502,6 +1502,89 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             ),
         ],
     ),
+    (
+        # A count of empty rounds instead of a time (15 s at 50 ms a round and a BLOCK of
+        # 50): the fast clock also makes each pause and each BLOCK of 'b' short, so it
+        # looks again hundreds of times a second, and the check keeps 'elsewhere' pending
+        # until Redis has run checks.LOOKS of its reads (about 200 rounds).
+        "gives up after 100 empty rounds while another consumer still holds an entry",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            ('    cursor = "0-0"\n', '    cursor = "0-0"\n    empty_rounds = 0\n'),
+            (
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1):\n',
+                "            empty_rounds += 1\n"
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1) or (\n'
+                "                empty_rounds > 100\n"
+                "            ):\n",
+            ),
+        ],
+    ),
+    (
+        # datetime.now() runs on a clock of its own, not time.time(): the fast clock moves
+        # it as well.
+        "waits at most 60 s (datetime.now()) for the entries others hold, then returns",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            (
+                '    cursor = "0-0"\n',
+                '    cursor = "0-0"\n'
+                "    import datetime\n"
+                "    give_up = datetime.datetime.now() + datetime.timedelta(seconds=60)\n",
+            ),
+            (
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1):\n',
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1) or (\n'
+                "                datetime.datetime.now() > give_up\n"
+                "            ):\n",
+            ),
+        ],
+    ),
+    (
+        # The backlog pattern of the Redis docs: once its own pending read comes back
+        # empty, it reads new entries only. An entry whose run_job raised stays its own,
+        # pending, and waits for idle_ms (ten minutes in the sweep) until an XAUTOCLAIM.
+        "reads its own pending entries only until the first empty read, then new ones only",
+        "survives_a_kill_after_every_command",
+        [
+            ('    cursor = "0-0"\n', '    cursor = "0-0"\n    backlog = True\n'),
+            (
+                _OWN_READ,
+                '{stream: "0"}, count=1) if backlog else []\n'
+                "        entries = [e for _s, found in rows for e in found if e[1]]\n"
+                "        backlog = backlog and bool(entries)\n",
+            ),
+        ],
+    ),
+    (
+        # Done records in one sorted set, capped at the last 10000 keys: a cap that removes
+        # nothing at a check's scale, and lets a late copy of an old key apply again.
+        "the done records kept in a sorted set capped at 10000 (ZREMRANGEBYRANK)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                '            record = f"{prefix}:done"',
+            ),
+            (
+                "                    done_before = pipe.exists(record)\n"
+                "                    pipe.multi()\n"
+                "                    if not done_before:\n"
+                "                        pipe.set(record, entry_id)\n",
+                '                    done_before = pipe.zscore(record, fields["key"]) is not None\n'
+                "                    pipe.multi()\n"
+                "                    if not done_before:\n"
+                '                        pipe.zadd(record, {fields["key"]: time.time()})\n'
+                "                        pipe.zremrangebyrank(record, 0, -10001)\n",
+            ),
+        ],
+    ),
+    (
+        # NOACK: an entry read is acknowledged at once, so a kill mid-job loses it.
+        "new entries read with NOACK: none is ever pending",
+        "recovers_its_own_pending_after_a_kill",
+        [('{stream: ">"}, count=1, block=50)', '{stream: ">"}, count=1, block=50, noack=True)')],
+    ),
 ]
 
 
@@ -2208,6 +2291,42 @@ def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
                 continue  # someone applied the key meanwhile: the entry comes round again
             applied += 0 if done_before else 1
 ''',
+    ),
+]
+
+
+# The same consumers beside a live one, the second run with a clock that runs fast and
+# looks again hundreds of times a second (ex09/fastclock.py): they wait, however often.
+RIGHT += [
+    (
+        "BLOCK 1000 and a 1 s sleep, beside a live consumer under a fast clock: it waits",
+        "leaves_a_live_consumers_entry_alone",
+        RIGHT[10][2],
+    ),
+    (
+        "a module-level cached client and threading.Lock, beside a live consumer: it waits",
+        "leaves_a_live_consumers_entry_alone",
+        RIGHT[5][2],
+    ),
+    (
+        "XPENDING IDLE and XCLAIM, beside a live consumer under a fast clock: it waits",
+        "leaves_a_live_consumers_entry_alone",
+        RIGHT[1][2],
+    ),
+]
+
+# Records written in Lua scripts (SET, SET NX): the backlog check reads every command on
+# the done records, and a script's are among them; none removes one.
+RIGHT += [
+    (
+        "a class with Lua scripts, a backlog of hundreds: no done record removed",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        RIGHT[0][2],
+    ),
+    (
+        "SET NX inside a Lua script, a backlog of hundreds: no done record removed",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        RIGHT[3][2],
     ),
 ]
 

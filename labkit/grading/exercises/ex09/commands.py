@@ -4,7 +4,8 @@ Some mistakes leave no trace at a check's scale: ``XTRIM <stream> MAXLEN ~ 10000
 each XACK removes nothing from a stream of a few hundred entries, yet drops unread
 entries once a backlog of a hundred thousand builds up (an outage of the consumers). The
 command says what the state cannot: any trim of the stream by length, any trim of the
-dead-letter stream. So with a claim under a name other than the consumer's own (a fixed
+dead-letter stream, any removal of a done record (a sorted set of them cut to its last
+10000 keys). So with a claim under a name other than the consumer's own (a fixed
 one, a dead consumer's): the PEL then names someone else, and whoever runs under that
 name runs the entry beside the one that took it.
 """
@@ -130,6 +131,34 @@ def _effect_removals(commands: list[list[str]], effects: str) -> list[str]:
     return list(dict.fromkeys(bad))
 
 
+#: Commands that take a member, a field or a whole key away, or give a key a TTL: on the
+#: done records, each one lets a late copy of a key done long ago apply again.
+_RECORD_REMOVALS = frozenset(
+    {*_LIST_REMOVALS, "GETDEL", "SREM", "SPOP", "SMOVE", "HDEL", "HGETDEL",
+     "HEXPIRE", "HPEXPIRE", "HEXPIREAT", "HPEXPIREAT", "ZREM", "ZREMRANGEBYRANK",
+     "ZREMRANGEBYSCORE", "ZREMRANGEBYLEX", "ZPOPMIN", "ZPOPMAX", "BZPOPMIN", "BZPOPMAX",
+     "ZMPOP", "BZMPOP", "RENAMENX"}
+)  # fmt: skip
+
+
+def _record_removals(commands: list[list[str]], done: str) -> list[str]:
+    """The commands that remove a done record (a key ``done`` or ``done:<key>``, a member
+    or a field of one) or set a TTL on it, as sent: a cap of the records (the last 10000
+    keys of a sorted set) removes nothing at a check's scale, and a copy of a key whose
+    record went is applied a second time."""
+    bad = []
+    for args in commands:
+        name = args[0].upper() if args else ""
+        options = {a.upper() for a in args[3 if name == "SET" else 2 :]}  # SET's after its value
+        expires = name in ("SET", "GETEX") and bool({"EX", "PX", "EXAT", "PXAT"} & options)
+        if not (name in _RECORD_REMOVALS or expires):
+            continue
+        keys = args[1:] if name in ("DEL", "UNLINK") else args[1:2]
+        if any(k == done or k.startswith(f"{done}:") for k in keys):
+            bad.append(" ".join(args[:5]))
+    return list(dict.fromkeys(bad))
+
+
 def _bare_dead_letters(bare: list[list[str]], dead: str) -> list[str]:
     """The XADDs to ``dead`` among ``bare`` (commands sent outside MULTI/EXEC and any
     script), as sent: a dead letter and its XACK sent apart (a pipeline without MULTI,
@@ -176,6 +205,15 @@ def _foreign_names(commands: list[list[str]], stream: str, consumer: str) -> lis
         if on_stream and args[3] != consumer:
             foreign.append(" ".join(args[:4]))
     return list(dict.fromkeys(foreign))
+
+
+def _reads_so_far(r: Any) -> int | None:
+    """How many XREADGROUPs the Redis has run since it started (INFO commandstats), or
+    None when it will not say. Other clients' reads count too: only ever more."""
+    with contextlib.suppress(Exception):
+        stats = r.info("commandstats").get("cmdstat_xreadgroup", {})
+        return int(stats.get("calls", 0))
+    return None
 
 
 def _until_under_way(r: Any, proc: subprocess.Popen[str], prefix: str, dead_before: int) -> None:
