@@ -1,10 +1,11 @@
 """Hidden checks for exercise 10: the retry after a crash (at the 202, and as the job is
 stored; across a midnight), keys per caller (not per token, kept apart from the owner's
 name) and exactly as sent (quotes and all, kept whole or as a digest of 64 bits or more),
-the request stored whole, requests sent together, requests without a key, the job a
-worker runs (with the store's attempts), what every 202 says, the status among thousands
-of jobs, no payload, a poll while the store is down, no secret in the server's output on
-any branch, 401 (before the job is read)."""
+the request stored whole, requests sent together (by two callers), requests without a
+key, the job a worker runs (with the store's attempts, whatever the body says), what every
+202 says (an hour into the server's life too), the status among thousands of jobs, no
+payload, a poll while the store is down, a refusal that leaves another request's job
+alone, no secret in the server's output on any branch, 401 (before the job is read)."""
 
 from __future__ import annotations
 
@@ -52,10 +53,11 @@ FAR_WEST, FAR_EAST = "<-12>12", "<+14>-14"
 DAY_S = 86_400
 #: The token alice gets when alice-token expires: another token, the same caller.
 ALICE_RENEWED = "alice-renewed-token"
-#: When the client's retry reaches the restarted server: three hours after the crash
-#: (which is a minute before midnight), as a client that was offline a while retries. A
-#: key kept for less than a day (a TTL of 24 * 60 seconds, or an hour) has expired then.
-RETRY_LATER_S = 3 * 3600 + 5
+#: When the client's retry reaches the restarted server: 23 and a half hours after the
+#: crash (which is a minute before midnight), as a client that was offline most of a day
+#: retries, within the day Stripe keeps keys. A key kept for less than a day (a TTL of
+#: 24 * 60 seconds, an hour, or 12 hours) has expired then.
+RETRY_LATER_S = 23 * 3600 + 30 * 60
 #: Two requests without an Idempotency-Key, one to each restarted server of the crash check.
 UNKEYED = ({"month": "2026-09", "unkeyed": 1}, {"month": "2026-09", "unkeyed": 2})
 
@@ -78,10 +80,11 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
         # The crashed server and its replacement in time zones 26 hours apart: whenever
         # the check runs, their local dates differ, as they do for a retry sent just after
         # midnight. A job key holding the date is another key after the restart. Their
-        # clocks, too, read a minute before the next UTC New Year's midnight and three hours
-        # after it (the client was offline a while): a key holding the UTC year, month, day,
-        # hour or minute (time.time() // 86400, strftime('%Y-%m')) changes as well, and a
-        # key the app lets expire sooner than a day (Stripe keeps them 24 hours) is gone.
+        # clocks, too, read a minute before the next UTC New Year's midnight and 23 and a
+        # half hours after it (the client was offline a while): a key holding the UTC year,
+        # month, day, hour or minute (time.time() // 86400, strftime('%Y-%m')) changes as
+        # well, and a key the app lets expire sooner than a day (Stripe keeps them 24 hours)
+        # is gone.
         with served(ns, db, crash_at_202=True, tz=FAR_WEST, clock_at=midnight - 60) as doomed:
             crash_at_202(ns, doomed, body, "crash-2")
         left = [j["id"] for j in jobs_for(db, "alice", body)]
@@ -1000,14 +1003,20 @@ def _keyless_are_jobs_of_their_own(ns: Namespace, db: Path, bodies: tuple[Any, .
 )
 def requests_sent_together_get_one_job(ns: Namespace) -> None:
     body = {"month": "2026-12"}
-    # Every enqueue waits half a second first: the six requests are all in the app at once.
+    # Every enqueue waits half a second first: the six requests are all in the app at once,
+    # and three of bob's with the same body and key among them (his own request).
     with scratch(ns) as folder, served(ns, folder / "jobs.db", slow_enqueue_s=0.5) as app:
-        replies = posted_together(app, [(body, "together-1")] * 6)
+        sent = [(body, "together-1", ALICE)] * 6 + [(body, "together-1", BOB)] * 3
+        replies = posted_together(app, sent)
         # A 409 "still in progress" for a copy whose first request is in flight creates
         # nothing and loses nothing (the client retries): that is
         # copies_sent_while_the_first_runs_get_its_job's to catch, not this check's.
-        answered = [r for r in replies if r.status_code != 409] or replies
-        ids = [retried_id(r, _("each of six requests sent together")) for r in answered]
+        answered = {
+            who: [r for r in replies[part] if r.status_code != 409] or replies[part]
+            for who, part in (("alice", slice(0, 6)), ("bob", slice(6, None)))
+        }
+        _each_answered_with_its_senders_job(folder / "jobs.db", answered)
+        ids = [retried_id(r, _("each of six requests sent together")) for r in answered["alice"]]
         stored = [j["id"] for j in jobs_for(folder / "jobs.db", "alice", body)]
         expect(
             len(set(ids)) == 1 and stored == ids[:1],
@@ -1016,6 +1025,41 @@ def requests_sent_together_get_one_job(ns: Namespace) -> None:
             "let store.enqueue(..., key=...) decide: it inserts the key or finds it in one "
             "step, where a lookup first and a write after lets two requests both miss",
         )
+
+
+def _each_answered_with_its_senders_job(db: Path, answered: dict[str, list[Any]]) -> None:
+    """Fail unless every reply of ``answered`` (caller -> replies) names a job of that
+    caller's."""
+    owners = {
+        j["id"]: j["payload"].get("owner") if isinstance(j["payload"], dict) else None
+        for j in jobs_in(db)
+    }
+    ids = {
+        who: [
+            retried_id(r, _("each of {who}'s requests sent together").format(who=who))
+            for r in replies
+        ]
+        for who, replies in answered.items()
+    }
+    wrong = {
+        who: [(i, owners.get(i)) for i in got if owners.get(i) != who] for who, got in ids.items()
+    }
+    expect(
+        not any(wrong.values()),
+        _(
+            "alice's and bob's copies of one request with one Idempotency-Key, sent at the "
+            "same moment, each answered with a job of its sender's"
+        ),
+        _("job ids answered {ids}; (job, owner) of those not the sender's: {wrong}").format(
+            ids=ids, wrong={who: w for who, w in wrong.items() if w}
+        ),
+        _(
+            "read the caller from each request's own Authorization header "
+            "(caller_of(authorization) in the handler, kept in a local variable): a module-level "
+            "variable or app.state set by a middleware or dependency is shared by every "
+            "request in flight, so one caller's request is filed as another's, and shown to them"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1307,11 +1351,22 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
         _due_by_the_poll(folder / "jobs.db", first, "UTC-3")
         _a_finished_jobs_retry_is_a_202(app, folder / "jobs.db", body, "poll-1")
     # And on a server east of UTC, where a local wall-clock time labelled as UTC
-    # (datetime.now().replace(tzinfo=timezone.utc)) lands hours late instead.
-    with scratch(ns) as folder, served(ns, folder / "jobs.db", tz=EAST_OF_UTC) as app:
-        reply = app.post(body, key="poll-2")
-        accepted_id(reply, _("the first request"), statuses=(202,))
-        _due_by_the_poll(folder / "jobs.db", reply, "UTC+3")
+    # (datetime.now().replace(tzinfo=timezone.utc)) lands hours late instead. Its next
+    # request comes an hour after the first: a time read once, at import or at the first
+    # request (a default argument, now=time.time()), is an hour old then.
+    with (
+        scratch(ns) as folder,
+        served(ns, folder / "jobs.db", tz=EAST_OF_UTC, clock_jump_s=NEXT_REQUEST_S) as app,
+    ):
+        for key in ("poll-2", "poll-3"):
+            reply = app.post(body, key=key)
+            accepted_id(reply, _("the request with key {key}").format(key=key), statuses=(202,))
+            _due_by_the_poll(folder / "jobs.db", reply, "UTC+3")
+
+
+#: How long after its first request the server of every_202_says_where_and_when_to_poll's
+#: second scene gets the next (its wall clocks jump that much once the first is answered).
+NEXT_REQUEST_S = 3600.0
 
 
 def _a_finished_jobs_retry_is_a_202(app: App, db: Path, body: Any, key: str) -> None:
@@ -1430,9 +1485,10 @@ def _due_by_the_poll(db: Path, reply: Any, zone: str) -> None:
         _("it is due {early:.0f} s before it was made").format(early=-late),
         _(
             "enqueue without run_after (the job is due at once); a due time in the past "
-            "(run_after=0, time.monotonic(), time.time() - 3600) puts every report ahead "
-            "of the jobs already waiting, whose turn then never comes while requests keep "
-            "arriving"
+            "(run_after=0, time.monotonic(), time.time() - 3600, or a time read once when "
+            "the module was imported, such as a default argument now=time.time()) puts "
+            "every report ahead of the jobs already waiting, whose turn then never comes "
+            "while requests keep arriving"
         ),
     )
     expect(
@@ -1463,7 +1519,9 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
     from labkit.errors import TransientError
     from labkit.store import JobStore
 
-    body = {"month": "2027-04"}
+    # Fields named like the job's own settings are the caller's data: a job whose kind,
+    # queue, attempts or due time the body chooses is one no report worker runs.
+    body = {"month": "2027-04", **STEERING}
     with scratch(ns) as folder:
         db = folder / "jobs.db"
         # On a server east of UTC (every_202_says_where_and_when_to_poll's is west): a due
@@ -1491,8 +1549,11 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
                     "time.time() plus seconds (not milliseconds)"
                 ).format(late=row["run_after"] - row["created_at"])
                 if row["run_after"] - row["created_at"] > DAY_S
-                else "store.enqueue('report', {'owner': owner, 'request': body}, key=key): kind "
-                "'report', no queue, no run_after",
+                else _(
+                    "store.enqueue('report', {{'owner': owner, 'request': body}}, key=key): "
+                    "kind 'report', no queue, no run_after, whatever the body says (its fields "
+                    "{fields} are the caller's data, not the job's settings)"
+                ).format(fields=sorted(STEERING)),
             )
             assert claimed is not None
             # Its first attempt meets the ERP down for a while: the job must come back.
@@ -1521,10 +1582,23 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
             ),
             _("max_attempts {count}").format(count=row.get("max_attempts")),
             _(
-                "leave max_attempts to the store: a report with fewer attempts ends dead when "
-                "a dependency is down for a few minutes, which the store's retries ride out"
+                "leave max_attempts to the store, whatever the body says: a report with fewer "
+                "attempts ends dead when a dependency is down for a few minutes, which the "
+                "store's retries ride out"
             ),
         )
+
+
+#: Fields of a_report_worker_claims_the_job's request named like the job's settings (a
+#: kind, a queue, its attempts, a due time in 2100): data, which must steer nothing.
+STEERING = {
+    "kind": "summary",
+    "queue": "urgent",
+    "priority": "high",
+    "max_attempts": 1,
+    "retries": 0,
+    "run_after": 4_102_444_800,
+}
 
 
 #: New requests the check sends among thousands of jobs, each Retry-After judged: a
@@ -1589,11 +1663,25 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
             )
             # Many more requests among them, each 202 with a Retry-After of 1 to 300 s: a
             # wait estimated from the queue's length grows past any poll a client makes,
-            # and a jittered one drawn from 0 up says "poll now" once in a while.
+            # and a jittered one drawn from 0 up says "poll now" once in a while. Sent
+            # without a key, one after another, as a server's life sends them: a key made
+            # up from id(body) meets the key of a body freed before (Python hands its
+            # address out again), and the request is refused as a reused key.
             waits = [reply.headers.get("Retry-After", "")]
             for n in range(RETRY_AFTER_SAMPLES):
-                more = app.post({"month": "2027-05", "among": count, "n": n}, key=f"many-{n}")
-                accepted_id(more, _("a new report request"))
+                more = app.post({"month": "2027-05", "among": count, "n": n})
+                accepted_id(
+                    more,
+                    _("request {n} of {count} without an Idempotency-Key").format(
+                        n=n + 1, count=RETRY_AFTER_SAMPLES
+                    ),
+                    _(
+                        "pass key=None to store.enqueue when the request has no "
+                        "Idempotency-Key: a key made up from id(body) is the address of "
+                        "an object, which Python hands out again once it is freed, so a "
+                        "later request meets an earlier one's key and is refused or merged"
+                    ),
+                )
                 waits.append(more.headers.get("Retry-After", ""))
             wrong = [w for w in waits if not (w.isdigit() and 1 <= int(w) <= 300)]
             expect(
@@ -1617,14 +1705,16 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
     "a reused Idempotency-Key with another body is never answered as accepted with the "
     "first job (200 or 202 and its id): that request is then dropped while its client "
     "believes it runs; nor stored while refused, nor once per copy sent; the refusal leaves "
-    "the job database free for the workers; and a key whose request was refused for a "
-    "credential is free for the request sent without it",
+    "the job database free for the workers, and another request's job, written meanwhile, "
+    "as it was; and a key whose request was refused for a credential is free for the "
+    "request sent without it",
     timeout=TIMEOUT,
     severe=True,
 )
 def a_conflict_is_never_answered_as_accepted(ns: Namespace) -> None:
     first_body, other_body = {"month": "2027-07"}, {"month": "2027-08"}
-    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+    hold = (HOLD_S, HELD)
+    with scratch(ns) as folder, served(ns, folder / "jobs.db", hold_after_enqueue=hold) as app:
         _a_refused_key_is_free(app, folder / "jobs.db")
         accepted_id(app.post(first_body, key="k-12"), _("the first request"))
         other = app.post(other_body, key="k-12")
@@ -1632,6 +1722,7 @@ def a_conflict_is_never_answered_as_accepted(ns: Namespace) -> None:
         again = app.post(other_body, key="k-12")
         stored = jobs_for(folder / "jobs.db", "alice", other_body)
         _a_worker_claims_after_the_refusal(folder / "jobs.db")
+        _a_refusal_leaves_another_job_alone(app, folder / "jobs.db")
     dropped = 200 <= other.status_code < 300 and not stored
     expect(
         not dropped,
@@ -1665,6 +1756,44 @@ def a_conflict_is_never_answered_as_accepted(ns: Namespace) -> None:
             "for the reused key's new body (without a key, or under a key of your own) "
             "runs once per copy the client sends, or runs while the client, told it was "
             "refused, sends it again under a new key"
+        ),
+    )
+
+
+#: The mark of the request whose enqueue a_conflict_is_never_answered_as_accepted's server
+#: holds for HOLD_S seconds once its job is written (``served(..., hold_after_enqueue=)``).
+HELD, HOLD_S = "held-after-enqueue", 0.15
+
+
+def _a_refusal_leaves_another_job_alone(app: App, db: Path) -> None:
+    """A new request (key 'k-13') whose job is written, its answer not yet sent, and
+    meanwhile the reused key 'k-12' sent with another body: refused, and the new job stays."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = {"month": "2027-09", "note": HELD}
+    with ThreadPoolExecutor(1) as pool:
+        new = pool.submit(app.post, body, ALICE, "k-13")
+        deadline = time.monotonic() + 5
+        while not (app.fired("hold after enqueue") or new.done() or time.monotonic() > deadline):
+            time.sleep(0.005)
+        app.post({"month": "2027-10"}, key="k-12")
+        reply = new.result()
+    job_id = accepted_id(reply, _("the request with key 'k-13', sent before it"))
+    stored = [j["id"] for j in jobs_for(db, "alice", body)]
+    expect(
+        stored == [job_id],
+        _(
+            "job {job_id}, answered 202 for the request with key 'k-13', in the database "
+            "although the reused key 'k-12' was refused while that request was being "
+            "answered"
+        ).format(job_id=job_id),
+        _("jobs holding that request: {job_ids}").format(job_ids=stored),
+        _(
+            "give each request a connection (and transaction) of its own: on a connection "
+            "shared by every request (a module-level sqlite3.connect(..., "
+            "check_same_thread=False) passed as store.enqueue(..., conn=...)), the rollback "
+            "of a refused request undoes the job another request has just written and is "
+            "about to answer 202 for. Or call store.enqueue without conn="
         ),
     )
 

@@ -103,6 +103,13 @@ OWNER_CHECK = (
     'or job.payload.get("owner") != owner:\n'
 )
 
+#: A module-level connection to the job database, shared by every request (and thread).
+SHARED_CONN = """    import sqlite3
+
+    conn = globals().setdefault("CONN", sqlite3.connect(
+        os.environ.get("EX10_DB", "ex10_jobs.db"), check_same_thread=False, timeout=30))
+"""
+
 ZOO: list[tuple[str, str, str, str, str]] = [
     # (mistake, the check that must fail, a check that must pass, old text, new text)
     (
@@ -1868,6 +1875,110 @@ ZOO += [
         "        body = {k: int(v) if isinstance(v, float) and v.is_integer() else v "
         "for k, v in body.items()}\n" + ENQUEUE,
     ),
+    (
+        # A key made up for a request without one from id(body): Python hands the address
+        # of a freed body out again, so a later request meets an earlier one's key.
+        "a request without a key given the key id(body)",
+        "status_finds_a_job_among_thousands",
+        STATUS_OK,
+        KEY_LINE,
+        '    key = (f"report:{owner}:{idempotency_key}" if idempotency_key is not None\n'
+        '           else f"report:{owner}:new:{id(body)}")\n',
+    ),
+    (
+        # "Due when the caller is told to poll", from a default argument: evaluated once, it
+        # is the time of the server's first request for the rest of its life.
+        "run_after from a default argument now=time.time(), evaluated once",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ENQUEUE,
+        "        import time\n\n"
+        '        due = globals().setdefault("DUE", lambda after=RETRY_AFTER_S, now=time.time(): '
+        "now + after)\n" + ENQUEUE.replace("key=key)", "key=key, run_after=due())"),
+    ),
+    (
+        # One connection for every request, the job enqueued in its transaction, and the
+        # refusal rolled back: the rollback undoes another request's job, not yet committed.
+        "one sqlite3 connection shared by every request, enqueue(conn=) rolled back on a refusal",
+        "a_conflict_is_never_answered_as_accepted",
+        "same_key_same_job",
+        "    try:\n" + ENQUEUE + "    except IdempotencyConflict:\n",
+        SHARED_CONN
+        + "    try:\n"
+        + ENQUEUE.replace("key=key)", "key=key, conn=conn)")
+        + "        conn.commit()\n"
+        "    except IdempotencyConflict:\n"
+        "        conn.rollback()\n",
+    ),
+    (
+        # The same with `with conn:`, which rolls back on the IdempotencyConflict it lets out.
+        "one sqlite3 connection shared by every request, enqueue(conn=) inside `with conn:`",
+        "a_conflict_is_never_answered_as_accepted",
+        "same_key_same_job",
+        "    try:\n" + ENQUEUE + "    except IdempotencyConflict:\n",
+        SHARED_CONN
+        + "    try:\n"
+        + "        with conn:\n"
+        + textwrap.indent(ENQUEUE.replace("key=key)", "key=key, conn=conn)"), "    ")
+        + "    except IdempotencyConflict:\n",
+    ),
+    (
+        # The caller found once per request by a middleware and kept in a module-level
+        # variable: requests in flight together read whoever came last.
+        "the caller kept in a module-level variable by a middleware",
+        "requests_sent_together_get_one_job",
+        STATUS_OK,
+        "RETRY_AFTER_S = 2\n",
+        """RETRY_AFTER_S = 2
+CURRENT: dict = {}
+_token_owner = caller_of
+
+
+@app.middleware("http")
+async def identify(request, call_next):
+    try:
+        CURRENT["owner"] = _token_owner(request.headers.get("authorization"))
+    except Exception:
+        CURRENT["owner"] = None
+    return await call_next(request)
+
+
+def caller_of(authorization):
+    if CURRENT.get("owner") is None:
+        return _token_owner(authorization)
+    return CURRENT["owner"]
+""",
+    ),
+    (
+        # "Callers may pick a faster queue": a field of the body steers the job to a queue
+        # no report worker takes.
+        "the queue taken from the body's 'queue' field",
+        "a_report_worker_claims_the_job",
+        STATUS_OK,
+        ENQUEUE,
+        ENQUEUE.replace("key=key)", 'key=key, queue=body.get("queue", "default"))'),
+    ),
+    (
+        # "Callers may ask for another kind of report": the job's kind from the body.
+        "the job's kind taken from the body's 'kind' field",
+        "a_report_worker_claims_the_job",
+        STATUS_OK,
+        ENQUEUE,
+        ENQUEUE.replace('store.enqueue("report",', 'store.enqueue(body.get("kind", "report"),'),
+    ),
+    (
+        # "Half a day is plenty": a client offline overnight retries after the key expired,
+        # within the day Stripe keeps keys, and gets a second job.
+        "keys expire after 12 hours, a retry the next day makes a second job",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        ENQUEUE,
+        ENQUEUE
+        + "        import time\n\n"
+        + "        if not _created and time.time() - job.created_at > 12 * 3600:\n"
+        + '            job, _created = store.enqueue("report", {"owner": owner, "request": body},\n'
+        + '                                          key=f"{key}:{int(time.time())}")\n',
+    ),
 ]
 
 
@@ -2441,6 +2552,110 @@ def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -
         job = None
     if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
         return JSONResponse({"detail": f"no such job for {owner}"}, status_code=404)
+    return JSONResponse(status_view(job))
+""",
+    ),
+]
+
+
+RIGHT += [
+    (
+        "a connection of its own per request, the job and a record of it in one transaction",
+        "a_conflict_is_never_answered_as_accepted",
+        r"""
+import sqlite3
+from contextlib import closing
+
+
+@app.post("/reports", status_code=202)
+def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    owner = caller_of(authorization)
+    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"
+    conn = sqlite3.connect(os.environ.get("EX10_DB", "ex10_jobs.db"), timeout=30)
+    try:
+        with closing(conn), conn:
+            job, created = store.enqueue(
+                "report", {"owner": owner, "request": body}, key=key, conn=conn
+            )
+            conn.execute("CREATE TABLE IF NOT EXISTS accepted (job_id INTEGER, owner TEXT)")
+            if created:
+                conn.execute("INSERT INTO accepted VALUES (?, ?)", (job.id, owner))
+    except IdempotencyConflict:
+        return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused "
+                                       "with another body"}, status_code=422)
+    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    return JSONResponse({"job_id": job.id}, status_code=202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "2"})
+
+
+@app.get("/reports/{job_id}")
+def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+    owner = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    return JSONResponse(status_view(job))
+""",
+    ),
+    (
+        "the caller found by a middleware and kept in request.state",
+        "requests_sent_together_get_one_job",
+        r"""
+from fastapi import Request
+
+
+@app.middleware("http")
+async def identify(request: Request, call_next):
+    try:
+        request.state.owner = caller_of(request.headers.get("authorization"))
+    except Exception:
+        request.state.owner = None
+    return await call_next(request)
+
+
+def owner_of(request: Request, authorization: str | None) -> str:
+    return request.state.owner or caller_of(authorization)
+
+
+@app.post("/reports", status_code=202)
+def accept(
+    request: Request,
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    owner = owner_of(request, authorization)
+    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"
+    try:
+        job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+    except IdempotencyConflict:
+        return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused "
+                                       "with another body"}, status_code=422)
+    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    return JSONResponse({"job_id": job.id}, status_code=202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "2"})
+
+
+@app.get("/reports/{job_id}")
+def status(
+    request: Request, job_id: int, authorization: Annotated[str | None, Header()] = None
+) -> JSONResponse:
+    owner = owner_of(request, authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
     return JSONResponse(status_view(job))
 """,
     ),

@@ -22,9 +22,18 @@ solution regions, so the stub has it too). It adds these to the app:
   names the app imported before calling ``install``), as on a server whose clock is
   then: a check can put a crash just before midnight and the restart just after. The
   monotonic clocks are left alone.
+- ``EX10_CLOCK_JUMP_S=<seconds>``: the wall clocks jump that much later (as
+  ``EX10_CLOCK_SHIFT_S`` moves them) once the first POST has been answered, as the next
+  request comes long after: a time read once, at import or at the first request (a
+  module constant, a default argument), is that much older than the clock then.
 - ``EX10_SLOW_ENQUEUE=<seconds>``: every ``store.enqueue`` waits that long before it
   writes, so requests sent together are all inside their handlers at once, whatever a
   handler reads before it enqueues.
+- ``EX10_HOLD_AFTER_ENQUEUE=<seconds>:<mark>``: a ``store.enqueue`` that created a job whose
+  payload holds the text ``<mark>`` waits that long before it returns (``FAULT fired hold
+  after enqueue`` on stderr first), its job written (and, on the app's own connection,
+  ``conn=``, not yet committed by the app): a request handled meanwhile must leave that
+  job alone.
 - ``EX10_STORE_DOWN=<file>``: while that file exists, every ``store.enqueue`` raises,
   writing nothing, the ``StoreBusy`` the store raises for a database another connection
   keeps locked (``FAULT fired store down at enqueue`` on stderr first), and so does every
@@ -62,9 +71,11 @@ from labkit.grading.stub import is_stub
 CRASH_ENV = "EX10_CRASH_AT_202"
 CRASH_AFTER_ENQUEUE_ENV = "EX10_CRASH_AFTER_ENQUEUE"
 SLOW_ENQUEUE_ENV = "EX10_SLOW_ENQUEUE"
+HOLD_ENV = "EX10_HOLD_AFTER_ENQUEUE"
 STORE_DOWN_ENV = "EX10_STORE_DOWN"
 RENEWED_TOKENS_ENV = "EX10_RENEWED_TOKENS"
 CLOCK_SHIFT_ENV = "EX10_CLOCK_SHIFT_S"
+CLOCK_JUMP_ENV = "EX10_CLOCK_JUMP_S"
 LOG_RECORDS_ENV = "EX10_LOG_RECORDS"
 NOT_STARTED_STATUS = 501
 
@@ -85,14 +96,19 @@ def install(app: FastAPI) -> FastAPI:
     if shift_s:
         # The app's module, half run: the names it bound before this call.
         _shift_clock(shift_s, sys._getframe(1).f_globals)
+    jump_s = float(os.environ.get(CLOCK_JUMP_ENV) or 0)
+    if jump_s:
+        app.add_middleware(_ClockJump, jump_s=jump_s, names=sys._getframe(1).f_globals)
     renewed = os.environ.get(RENEWED_TOKENS_ENV)
     if renewed:
         _add_tokens(renewed)
     slow_s = float(os.environ.get(SLOW_ENQUEUE_ENV) or 0)
     crash = os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1"
     down = os.environ.get(STORE_DOWN_ENV) or None
-    if slow_s > 0 or crash or down:
-        _watch_enqueue(slow_s, crash, down)
+    hold_s, _, mark = (os.environ.get(HOLD_ENV) or "").partition(":")
+    hold = (float(hold_s), mark) if mark else None
+    if slow_s > 0 or crash or down or hold:
+        _watch_enqueue(slow_s, crash, down, hold)
     records = os.environ.get(LOG_RECORDS_ENV)
     if records:
         _log_everything(records)
@@ -122,9 +138,15 @@ def _add_tokens(spec: str) -> None:
         tokens[token] = owner
 
 
-def _watch_enqueue(slow_s: float, crash: bool, down: str | None = None) -> None:
+def _watch_enqueue(
+    slow_s: float,
+    crash: bool,
+    down: str | None = None,
+    hold: tuple[float, str] | None = None,
+) -> None:
     """Wrap every store's ``enqueue`` in this process: wait first, fail while the file
-    ``down`` exists, die after it created a job; and its ``get``: fail while ``down``
+    ``down`` exists, die after it created a job, wait ``hold[0]`` seconds after it created
+    one whose payload holds the text ``hold[1]``; and its ``get``: fail while ``down``
     exists."""
     import sqlite3
 
@@ -148,6 +170,10 @@ def _watch_enqueue(slow_s: float, crash: bool, down: str | None = None) -> None:
             sys.stderr.write("FAULT fired kill after enqueue\n")
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
+        if hold is not None and created and hold[1] in str(job.payload):
+            sys.stderr.write("FAULT fired hold after enqueue\n")
+            sys.stderr.flush()
+            time.sleep(hold[0])
         return job, created
 
     enqueue.ex10_watched = True  # type: ignore[attr-defined]
@@ -231,3 +257,22 @@ class _CrashAt202:
             await send(message)
 
         await self.app(scope, receive, watch)
+
+
+class _ClockJump:
+    """ASGI middleware: move the wall clocks ``jump_s`` later as the answer to the first
+    POST starts (before any byte of it is sent: the next request comes after the jump)."""
+
+    def __init__(self, app: Any, jump_s: float, names: dict[str, Any]) -> None:
+        self.app, self.jump_s, self.names = app, jump_s, names
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def watch(message: Any) -> None:
+            if self.jump_s and message.get("type") == "http.response.start":
+                # The module has run to its end by now: every name it bound is moved too.
+                jump_s, self.jump_s = self.jump_s, 0.0
+                _shift_clock(jump_s, self.names)
+            await send(message)
+
+        posted = scope.get("type") == "http" and scope.get("method") == "POST"
+        await self.app(scope, receive, watch if posted else send)

@@ -31,9 +31,11 @@ import httpx
 from labkit.grading.checks import CheckFailed, Namespace, expect
 from labkit.grading.course import ROOT
 from labkit.grading.exercises.ex10.harness import (
+    CLOCK_JUMP_ENV,
     CLOCK_SHIFT_ENV,
     CRASH_AFTER_ENQUEUE_ENV,
     CRASH_ENV,
+    HOLD_ENV,
     LOG_RECORDS_ENV,
     NOT_STARTED_STATUS,
     RENEWED_TOKENS_ENV,
@@ -218,6 +220,8 @@ def served(
     clock_at: float | None = None,
     store_fault: bool = False,
     log_everything: bool = False,
+    clock_jump_s: float = 0.0,
+    hold_after_enqueue: tuple[float, str] | None = None,
 ) -> Iterator[App]:
     """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out.
 
@@ -227,6 +231,9 @@ def served(
     server's time zone (``TZ``), for a server that does not run on UTC.
     ``renewed_tokens``: more ``{token: owner}`` pairs ``caller_of`` accepts there.
     ``clock_at``: the epoch time the server's wall clocks read as it starts.
+    ``clock_jump_s``: how much later they read once its first POST is answered.
+    ``hold_after_enqueue``: ``(seconds, mark)``, the wait of an ``enqueue`` that created a
+    job whose payload holds ``mark``, before it returns.
     ``store_fault``: the app's store can be taken down while it runs (``App.store_down``).
     ``log_everything``: the server logs from DEBUG up and flushes each printed line, and
     what its logging handlers write is kept too (``App.output``).
@@ -248,14 +255,18 @@ def served(
         CRASH_ENV,
         CRASH_AFTER_ENQUEUE_ENV,
         SLOW_ENQUEUE_ENV,
+        HOLD_ENV,
         RENEWED_TOKENS_ENV,
         CLOCK_SHIFT_ENV,
+        CLOCK_JUMP_ENV,
         STORE_DOWN_ENV,
         LOG_RECORDS_ENV,
     ):
         env.pop(name, None)
     if clock_at is not None:
         env[CLOCK_SHIFT_ENV] = repr(clock_at - time.time())
+    if clock_jump_s:
+        env[CLOCK_JUMP_ENV] = repr(clock_jump_s)
     if renewed_tokens:
         env[RENEWED_TOKENS_ENV] = ",".join(f"{t}={o}" for t, o in renewed_tokens.items())
     if tz is not None:
@@ -266,6 +277,8 @@ def served(
         env[CRASH_AFTER_ENQUEUE_ENV] = "1"
     if slow_enqueue_s > 0:
         env[SLOW_ENQUEUE_ENV] = str(slow_enqueue_s)
+    if hold_after_enqueue is not None:
+        env[HOLD_ENV] = "{}:{}".format(*hold_after_enqueue)
     log = db.with_name(f"server-{nth}.log")
     down_flag = db.with_name(f"server-{nth}.store-down") if store_fault else None
     if down_flag is not None:
@@ -397,15 +410,16 @@ def add_job(db: Path, owner: str, body: Any, key: str) -> int:
     return job.id
 
 
-def posted_together(app: App, requests: list[tuple[Any, str | None]]) -> list[httpx.Response]:
-    """POST every ``(body, key)`` of ``requests`` as alice at the same moment, one thread
-    each (released together by a barrier); the replies in the same order."""
+def posted_together(app: App, requests: list[tuple[Any, ...]]) -> list[httpx.Response]:
+    """POST every ``(body, key)`` of ``requests`` as alice, or ``(body, key, token)`` as
+    that token's caller, at the same moment, one thread each (released together by a
+    barrier); the replies in the same order."""
     gate = threading.Barrier(len(requests))
 
-    def send(body: Any, key: str | None) -> httpx.Response:
+    def send(body: Any, key: str | None, token: str = ALICE) -> httpx.Response:
         gate.wait(TIMEOUT / 4)
-        return app.post(body, key=key)
+        return app.post(body, token, key=key)
 
     with ThreadPoolExecutor(len(requests)) as pool:
-        futures = [pool.submit(send, body, key) for body, key in requests]
+        futures = [pool.submit(send, *request) for request in requests]
         return [f.result() for f in futures]  # the first failure, a CheckFailed, re-raised
