@@ -310,7 +310,7 @@ def refusals_while_time_flies(
         inode = os.fstat(holder.fileno()).st_ino
 
         def body(fd: int) -> None:
-            refused, others = 0, []
+            refused, others = 0, list[str]()
             began = time.time()
             with _time_flies(values):
                 for _ in range(tries):
