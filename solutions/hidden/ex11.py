@@ -2036,3 +2036,85 @@ def order_ids_past_a_float_stay_exact(ns: Namespace) -> None:
             _("the emails {emails}").format(emails=emails(conn)),
             _("json.loads gives the order id as an int: write it into the email as it is"),
         )
+
+
+#: A backlog past the batch a relay may read its pending rows in (fetchmany(1000)).
+_BUSY11_BACKLOG = 5_000
+
+
+@CHECKS.add(
+    2,
+    "read every pending row before publishing (fetchall()): a relay that reads its "
+    "backlog in batches from one open SELECT (fetchmany) keeps that read open while it "
+    "publishes, and an order the shop saves meanwhile makes its next mark fail 'database "
+    "is locked', on every run of a busy shop",
+    severe=True,
+)
+def a_busy_shop_beside_a_long_relay_run(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = Random(f"{seed}:busy")
+        nth = rng.randint(1, 5)
+        extra = [_BUSY11_BACKLOG + rng.randint(1, 90), "dora", 700]
+        _busy11_scene(ns, nth, extra)
+
+
+def _busy11_scene(ns: Namespace, nth: int, extra: list[Any]) -> None:
+    orders = [[i, f"c{i}", i] for i in range(1, _BUSY11_BACKLOG + 1)]
+    scene = _(
+        "a backlog of {count} pending messages, and order {order_id} placed while the "
+        "relay published message {nth}"
+    ).format(count=_BUSY11_BACKLOG, order_id=extra[0], nth=nth)
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("BEGIN IMMEDIATE")
+        seed_outbox(conn, orders)
+        conn.execute("COMMIT")
+        got = ns.harness(
+            HARNESS + "relay_with_an_order_meanwhile", str(path), None, NOW, nth, extra
+        )
+        _raised(
+            got,
+            _("relay_once(conn, publish, now), with {scene},").format(scene=scene),
+            _(
+                "read the pending rows with fetchall() before the first publish: a SELECT "
+                "still being read holds the snapshot it started in, and the first write "
+                "after another connection's commit fails"
+            ),
+        )
+        published = set(got["published"])
+        unpublished = [
+            r["message_id"]
+            for r in rows_of(conn, "all_outbox")
+            if r["sent_at"] is not None and r["message_id"] not in published
+        ]
+        expect(
+            not unpublished,
+            _("only rows the broker has marked sent, after {scene}").format(scene=scene),
+            _("marked sent but never published: {rows}").format(rows=unpublished[:5]),
+        )
+
+
+@CHECKS.add(
+    1,
+    "order 0 is an order like any other: place_order saves it with its message and "
+    "returns True (tell a new order by whether a row came back, 'is not None', never by "
+    "the truth of the id it holds)",
+    severe=True,
+)
+def an_order_numbered_zero_is_announced(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        got = place(ns, path, [0, "ana", 4200])
+        outbox = [r["message_id"] for r in rows_of(conn, "all_outbox")]
+        orders = [r["id"] for r in rows_of(conn, "all_orders")]
+        expect(
+            got.get("returned") is True and outbox == [message_id(0)] and orders == [0],
+            _("place_order(conn, 0, 'ana', 4200) to return True, order 0 saved with {mid}").format(
+                mid=message_id(0)
+            ),
+            _("it {did}; the orders are {orders}, the outbox holds {outbox}").format(
+                did=did(got), orders=orders, outbox=outbox
+            ),
+            _(
+                "a row (0,) from RETURNING is a new order even though 0 is falsy: test "
+                "'fetchone() is not None', not the id it holds"
+            ),
+        )

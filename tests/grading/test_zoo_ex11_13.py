@@ -5667,6 +5667,54 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex11",
+        # Under a thousand pending rows one batch reads them all and the SELECT ends;
+        # past it, the batches' open SELECT fails the next mark after a shop commit.
+        "the relay reads its backlog in fetchmany(1000) batches from one open SELECT",
+        "a_busy_shop_beside_a_long_relay_run",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            cursor = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            )
+            while rows := cursor.fetchmany(1000):
+                for row_id, topic, message_id, body in rows:
+                    publish(topic, message_id, body)
+                    conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                    sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "place_order tells a new order by the id RETURNING gave (order 0 taken for a retry)",
+        "an_order_numbered_zero_is_announced",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                new_id = row[0] if row else None
+                if new_id:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return bool(new_id)
+        """,
+    ),
+    (
+        "ex11",
         # The order and its message then go in as two autocommitted INSERTs: a crash
         # between them saves an order whose message is never sent.
         "place_order swallows a refused BEGIN IMMEDIATE and inserts without it",
@@ -8577,6 +8625,8 @@ SEVERE = [
     "the consumer defaults a missing order_id to 0 (order.get('order_id', 0))",
     "serial: the queues this process took kept in a module set and skipped after",
     "capped: the jobs this process took kept in a module set and never taken again",
+    "the relay reads its backlog in fetchmany(1000) batches from one open SELECT",
+    "place_order tells a new order by the id RETURNING gave (order 0 taken for a retry)",
 ]
 
 
@@ -9529,6 +9579,25 @@ def consume(conn, message_id, body):
                     publish(topic, message_id, body)
                     conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
                     sent.append(message_id)
+        """,
+    ),
+    (
+        "relay_once pages through its backlog by id (id > the last, LIMIT 500, fetchall)",
+        "a_busy_shop_beside_a_long_relay_run",
+        """
+        def relay_once(conn, publish, now):
+            sent, last = [], 0
+            while rows := conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox"
+                " WHERE sent_at IS NULL AND id > ? ORDER BY id LIMIT 500",
+                (last,),
+            ).fetchall():
+                for row_id, topic, message_id, body in rows:
+                    publish(topic, message_id, body)
+                    conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                    sent.append(message_id)
+                    last = row_id
+            return sent
         """,
     ),
 ]
