@@ -340,14 +340,14 @@ def dead_letter_token_is_a_parameter(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "no cap of your own: redrive(limit=65537) on 65600 dead jobs redrives 65537 (a silent "
-    "min(limit, 1000), or 10000, 50000 or 65535, or an IN list cut to SQLite's 32766 "
-    "variables, leaves the operator thinking the queue is empty)",
+    "no cap of your own: redrive(limit=100001) on 100064 dead jobs redrives 100001 (a "
+    "silent min(limit, 1000), or 10000, 50000, 65535 or 100000, or an IN list cut to "
+    "SQLite's 32766 variables, leaves the operator thinking the queue is empty)",
     timeout=30.0,
 )
 def redrive_has_no_cap_of_its_own(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        # Written by SQLite itself (a recursive count), not row by row from Python: sixty
+        # Written by SQLite itself (a recursive count), not row by row from Python: a hundred
         # thousand rows in a tenth of a second.
         conn.execute(
             """
@@ -357,16 +357,16 @@ def redrive_has_no_cap_of_its_own(ns: Namespace) -> None:
                    'attempts exhausted (3 of 3)', i + 1.0
               FROM n
             """,
-            {"last": 65_600 - 1},
+            {"last": 100_064 - 1},
         )
-        # Past a cap kept at a round number (1000, 10000, 50000, 2**16 - 1) or at SQLite's
-        # 32766 variables: a redrive of sixty thousand rows is one UPDATE, a fraction of a
-        # second.
-        got = redrive(ns, path, limit=65_537, now=NOW)
+        # Past a cap kept at a round number (1000, 10000, 50000, 2**16 - 1, 100000) or at
+        # SQLite's 32766 variables: a redrive of a hundred thousand rows is one UPDATE, a
+        # fraction of a second.
+        got = redrive(ns, path, limit=100_001, now=NOW)
         pending = conn.execute("SELECT count(*) FROM jobs WHERE state = 'pending'").fetchone()[0]
     expect(
-        isinstance(got, list) and len(got) == 65_537 and pending == 65_537,
-        _("65537 of 65600 dead jobs redriven and returned with limit=65537"),
+        isinstance(got, list) and len(got) == 100_001 and pending == 100_001,
+        _("100001 of 100064 dead jobs redriven and returned with limit=100001"),
         _("returned {count} ids, {pending} jobs pending").format(
             count=len(got) if isinstance(got, list) else repr(got), pending=pending
         ),
@@ -982,6 +982,39 @@ def a_dry_run_agrees_with_the_redrive(ns: Namespace) -> None:
         "included, and skip only the UPDATE",
     )
     _a_second_dry_run_reads_the_table_again(ns)
+    _a_large_dry_run_shows_every_job(ns)
+
+
+def _a_large_dry_run_shows_every_job(ns: Namespace) -> None:
+    """A dry run of a thousand jobs lists every one the redrive then takes: a preview cut
+    to its first 20 or 100 (``ids[:20] if dry_run``) hides most of what the redrive does."""
+    with lab_file(ns) as (conn, path):
+        conn.execute(
+            """
+            INSERT INTO jobs (key, kind, state, attempt, dead_reason, updated_at)
+            WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1199)
+            SELECT 'email:' || i || ':send:v1', 'email', 'dead', 3,
+                   'attempts exhausted (3 of 3)', i + 1.0
+              FROM n
+            """
+        )
+        shown = redrive(ns, path, limit=1001, now=NOW, dry_run=True)
+        done = redrive(ns, path, limit=1001, now=NOW)
+    expect(
+        isinstance(shown, list) and shown == done,
+        _(
+            "the dry run for limit=1001 on 1200 dead jobs to return the {count} ids the same "
+            "call then redrove"
+        ).format(count=len(done) if isinstance(done, list) else done),
+        _("the dry run returned {count} ids, ending {tail}").format(
+            count=len(shown) if isinstance(shown, list) else repr(shown),
+            tail=shown[-3:] if isinstance(shown, list) else "",
+        ),
+        _(
+            "return every id the redrive would take, however many: the operator decides on "
+            "the whole list (no preview cut to the first 20 or 100)"
+        ),
+    )
 
 
 def _a_second_dry_run_reads_the_table_again(ns: Namespace) -> None:
@@ -1136,7 +1169,7 @@ def the_key_survives_a_dead_letter_and_a_redrive(ns: Namespace) -> None:
     "ties broken by id (ORDER BY updated_at, id) on a table with an index of its own: "
     "without id, jobs buried at the same instant come in whatever order the database "
     "reads them, here newest id first; and by the id as a number (9 before 10), never "
-    "as text",
+    "as text, nor by anything else first (the error, the redrives so far)",
 )
 def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -1148,7 +1181,7 @@ def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
         list(got) == want,
         _(
             "{want} with limit=3: job {oldest} (buried at 20.25), then jobs {first} and "
-            "{second}, the lowest ids of the four buried together at 20.5"
+            "{second}, the lowest ids of the four buried together at 20.4"
         ).format(want=want, oldest=ids[4], first=ids[0], second=ids[1]),
         _("returned {ids}").format(ids=list(got)),
         "ORDER BY updated_at, id: SQL returns rows with equal updated_at in no promised "
@@ -1167,7 +1200,7 @@ def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
         _(
             "{want} with limit=3 on a table with an index on (state, id DESC): job {oldest} "
             "(buried at 20.25), then jobs {first} and {second}, the lowest ids of the four "
-            "buried together at 20.5, however the rows were read"
+            "buried together at 20.4, however the rows were read"
         ).format(want=want, oldest=ids[4], first=ids[0], second=ids[1]),
         _("returned {ids}").format(ids=list(got)),
         "break the tie by id wherever you sort (ORDER BY updated_at, id, or key=(updated_at, "
@@ -1180,8 +1213,8 @@ def _tied_on_an_index(
     index: str = "CREATE INDEX jobs_dead_newest ON jobs (state, updated_at DESC)",
 ) -> list[int]:
     """Eight succeeded jobs, then five dead ones (their ids): the first four buried together
-    at 20.5, the last a quarter of a second earlier; and an index a query planner may read
-    them through, newest first."""
+    at 20.4, the last 0.15 s earlier; and an index a query planner may read them through,
+    newest first."""
     # The operators' dashboard lists the newest dead letters first through this index;
     # a query planner may read a redrive's rows through it too.
     conn.execute(index)
@@ -1189,20 +1222,25 @@ def _tied_on_an_index(
     # compared as text ('10' < '9') breaks their tie wrongly too.
     for n in range(8):
         add_job(conn, f"email:{n}:done:v1", state="succeeded", updated_at=1.0)
-    return [
+    ids = [
         add_job(
             conn,
             f"email:{n}:send:v1",
             state="dead",
             attempt=3,
             dead_reason="attempts exhausted (3 of 3)",
-            # Their errors in the reverse order of their ids, and the oldest buried a
-            # quarter of a second before the others (the same second).
+            # Their errors in the reverse order of their ids, and the oldest buried 0.15 s
+            # before the others (the same second, even rounded: round(updated_at) ties them).
             last_error=f"TimeoutError: attempt {9 - n}",
-            updated_at=20.5 if n < 4 else 20.25,
+            updated_at=20.4 if n < 4 else 20.25,
         )
         for n in range(5)
     ]
+    # Redriven before in the reverse order of their ids too: ORDER BY updated_at,
+    # redrives, id puts the newest of the tied first.
+    for n, job_id in enumerate(ids):
+        conn.execute("UPDATE jobs SET redrives = ? WHERE id = ?", (4 - n, job_id))
+    return ids
 
 
 def _now_pending(conn: sqlite3.Connection) -> list[int]:

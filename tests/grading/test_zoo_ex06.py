@@ -4469,11 +4469,223 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "dead_letter keeps a dead_reason already there (COALESCE(dead_reason, :reason))",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = COALESCE(dead_reason, :reason),"
+                " last_error = :error, lease_owner = NULL, lease_until = NULL,"
+                " lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "ties broken by the redrives so far before id (ORDER BY updated_at, redrives, id)",
+        "redrive_breaks_ties_by_id_on_an_indexed_table",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, redrives, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive silently capped at 100000 jobs a call (MAX_REDRIVE = 100_000)",
+        "redrive_has_no_cap_of_its_own",
+        """
+        import json
+        MAX_REDRIVE = 100_000
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit",
+                    {"kind": kind, "limit": min(limit, MAX_REDRIVE)})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive sets conn.row_factory = None for plain tuples (its owner's rows lose their names)",
+        "leaves_no_transaction_open",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.row_factory = None
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [i for (i,) in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter sets conn.row_factory = None to read its RETURNING as a tuple",
+        "leaves_no_transaction_open",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.row_factory = None
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now}).fetchone()
+            return row is not None and row[0] == job_id
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter sets PRAGMA busy_timeout = 0 (a worker never waits on a lock)",
+        "leaves_no_transaction_open",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("PRAGMA busy_timeout = 0")
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "the oldest first to the nearest second (ORDER BY round(updated_at), id)",
+        "redrive_breaks_ties_by_id_on_an_indexed_table",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY round(updated_at), id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "a dry run shows a preview of the first 20 ids (ids[:20] if dry_run)",
+        "a_dry_run_agrees_with_the_redrive",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids[:20] if dry_run else ids
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a dry run shows a preview of the first 20 ids (ids[:20] if dry_run)": (
+        "on 1200 dead jobs"
+    ),
+    "the oldest first to the nearest second (ORDER BY round(updated_at), id)": (
+        "buried at 20.25"
+    ),
+    "dead_letter sets PRAGMA busy_timeout = 0 (a worker never waits on a lock)": (
+        "the same busy timeout"
+    ),
+    "dead_letter keeps a dead_reason already there (COALESCE(dead_reason, :reason))": (
+        "dead_reason 'permanent error'"
+    ),
+    "ties broken by the redrives so far before id (ORDER BY updated_at, redrives, id)": (
+        "the lowest ids of the four buried together"
+    ),
+    "redrive silently capped at 100000 jobs a call (MAX_REDRIVE = 100_000)": (
+        "100001 of 100064 dead jobs"
+    ),
+    "redrive sets conn.row_factory = None for plain tuples (its owner's rows lose their names)": (
+        "rows read as sqlite3.Row"
+    ),
+    "dead_letter sets conn.row_factory = None to read its RETURNING as a tuple": (
+        "rows read as sqlite3.Row"
+    ),
     "redrive SELECTs every kind, the kind filtered in its UPDATE only (others reported)": (
         "returned to be the jobs it made pending"
     ),
@@ -4636,8 +4848,8 @@ SAYS: dict[str, str] = {
     "the kind put into the SQL with an f-string": "never pasted into the SQL",
     "the dead_reason put into the SQL with an f-string": "the customer's bank said no",
     "a dry run that skips the limit check": "limit=None, dry_run=True",
-    "redrive silently capped at 500 jobs a call": "65537 of 65600 dead jobs",
-    "redrive silently capped at 5000 jobs a call (MAX_REDRIVE)": "65537 of 65600 dead jobs",
+    "redrive silently capped at 500 jobs a call": "100001 of 100064 dead jobs",
+    "redrive silently capped at 5000 jobs a call (MAX_REDRIVE)": "100001 of 100064 dead jobs",
     "kind matched with GLOB ('*' and '[' are patterns)": "(kind 'export*')",
     "redrive that catches sqlite3.Error and returns []": "redrive(limit=2) to raise",
     "dead_letter fenced on 'not finished' (a retry_wait job buried)": (
@@ -4762,13 +4974,13 @@ SAYS: dict[str, str] = {
     ),
     "dead_reason cut to 1000 characters (a generous cap)": "stored whole",
     "redrive silently capped at 50000 jobs a call (MAX_REDRIVE = 50_000)": (
-        "65537 of 65600 dead jobs"
+        "100001 of 100064 dead jobs"
     ),
     "redrive silently capped at 20000 jobs a call (to keep the transaction short)": (
-        "65537 of 65600 dead jobs"
+        "100001 of 100064 dead jobs"
     ),
     "the ids cut to SQLite's 32766 variables for an UPDATE ... IN (?, ?, ...)": (
-        "65537 of 65600 dead jobs"
+        "100001 of 100064 dead jobs"
     ),
     "a bare ValueError for a missing limit (no message for the operator)": (
         "to say in words what is wrong"
@@ -5210,6 +5422,37 @@ RIGHT: list[tuple[str, str, str]] = [
                 raise RuntimeError(f"could not bury job {job_id}: {e}") from None
             return row is not None
     """,
+    ),
+    (
+        "redrive reads its ids as tuples, conn.row_factory put back in a finally",
+        "leaves_no_transaction_open",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            factory, conn.row_factory = conn.row_factory, None
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    ids = [i for (i,) in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead'"
+                        " AND (:kind IS NULL OR kind = :kind)"
+                        " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                    if not dry_run:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                            {"now": now, "ids": json.dumps(ids)})
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                conn.row_factory = factory
+            return ids
+        """,
     ),
 ]
 

@@ -42,9 +42,10 @@ _BURIAL = frozenset(
 def dead_letter_records_the_reason(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
-        # Its first attempt failed too: the error that buries it replaces that one
-        # (COALESCE(last_error, :error) would keep the first attempt's error).
-        conn.execute("UPDATE jobs SET last_error = 'TimeoutError: slow' WHERE id = ?", (job_id,))
+        # Its first attempt failed, and a redrive by hand left an old reason: the error and
+        # the reason that bury it replace those (no COALESCE keeping the first).
+        old = "last_error = 'TimeoutError: slow', dead_reason = 'attempts exhausted (3 of 3)'"
+        conn.execute(f"UPDATE jobs SET {old} WHERE id = ?", (job_id,))
         before = row_of(conn, job_id)
         ok = bury(
             ns,
@@ -67,6 +68,10 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             job["state"] == "dead" and job["dead_reason"] == "permanent error",
             "state dead with dead_reason 'permanent error'",
             f"state={job['state']}, dead_reason={job['dead_reason']!r}",
+            _(
+                "SET dead_reason = :reason: the reason given replaces one left from an "
+                "earlier burial (no COALESCE, no CASE keeping the old one)"
+            ),
         )
         expect(
             job["last_error"] == "ValueError: no such customer",

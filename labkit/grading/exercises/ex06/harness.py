@@ -578,7 +578,8 @@ def then_another_writes(
     that write statement of the call, as in a process that lives on; its outcome is then
     ``{"interrupted": True}``. Returns the call's outcome, ``"open"`` (whether the
     student's connection was still inside a transaction), ``"synchronous"`` (its
-    ``PRAGMA synchronous`` then: 0 is OFF), ``"closed"`` when the call closed the
+    ``PRAGMA synchronous`` then: 0 is OFF), ``"settings"`` when the call changed the
+    connection's row factory or busy timeout, ``"closed"`` when the call closed the
     connection it was given, and ``"other"``: ``"wrote"``, or the error
     another connection's ``BEGIN IMMEDIATE`` met at once (no busy timeout: a worker would
     wait, then fail).
@@ -586,6 +587,7 @@ def then_another_writes(
     if name == "dead_letter":
         args = [*args[:3], build_error(args[3]), *args[4:]]
     conn = connect(path)
+    waits = conn.execute("PRAGMA busy_timeout").fetchone()[0]
     try:
         given: sqlite3.Connection | Watched = conn
         if interrupt_after is not None:
@@ -601,6 +603,9 @@ def then_another_writes(
             result["open"], result["closed"] = False, True
             conn = connect(path)
         result["left"] = left_as_given(conn)
+        settings = _settings_changed(conn, waits)
+        if settings:
+            result["settings"] = settings
         try:
             result["synchronous"] = int(conn.execute("PRAGMA synchronous").fetchone()[0])
         except (sqlite3.Error, TypeError, ValueError):
@@ -617,6 +622,20 @@ def then_another_writes(
     finally:
         conn.close()
     return result
+
+
+def _settings_changed(conn: sqlite3.Connection, waits: int) -> list[str]:
+    """What a call changed of its connection's owner's settings (the rows read by name,
+    the wait for another's lock), each as ``conn.row_factory = None``."""
+    factory = conn.row_factory
+    changed = [] if factory is sqlite3.Row else [f"conn.row_factory = {factory!r}"]
+    try:
+        now_waits = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    except sqlite3.Error:
+        return changed
+    if now_waits != waits:
+        changed.append(f"PRAGMA busy_timeout = {now_waits} (it was {waits})")
+    return changed
 
 
 def redrive_kills(

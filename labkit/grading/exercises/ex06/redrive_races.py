@@ -210,6 +210,21 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
                 then.format(did=it_said(got), other=got["other"]),
             )
             _keeps_commits_durable(got, call)
+            expect(
+                "settings" not in got,
+                _(
+                    "the connection {call} was given handed back with its settings as they "
+                    "were: rows read as sqlite3.Row, the same busy timeout"
+                ).format(call=call),
+                _("{did}; then {settings}").format(
+                    did=it_said(got), settings=", ".join(got.get("settings", []))
+                ),
+                _(
+                    "leave conn.row_factory and PRAGMA busy_timeout alone: its owner reads rows "
+                    "by column name after your call (row[0] and row['id'] both work on a "
+                    "sqlite3.Row), and waits for another's lock as it chose to"
+                ),
+            )
             expect_left_as_given(
                 [got],
                 call,
