@@ -419,7 +419,9 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
     2,
     "after a long outage catch_up='all' enqueues every missed slot in one tick, however "
     "many (thousands of minutes) and however far back (years of days): no cap on their "
-    "number and no lookback window",
+    "number and no lookback window, no single statement past SQLite's limits, and "
+    "committed oldest first, so that a kill mid catch-up leaves no slot missing below "
+    "the newest key",
     # A right tick holding a number up to TICK_CAP_SCENE (a batch of 100_000, a timeout
     # of 60_000 ms) pays for a catch-up one slot past it: ten to twenty seconds of inserts
     # one by one on a loaded machine, on top of the other outages.
@@ -508,21 +510,38 @@ def _a_vast_outage_starts_with_its_oldest_slot(
     """A catch-up of ``n`` slots whose tick is stopped after its first ``HEAD`` inserts:
     a tick that inserts oldest first and starts past the oldest slot dropped it. One that
     starts with the newest (newest first), or in no order, or whose inserts a rollback
-    took back, says nothing here."""
+    took back, says nothing there. And what a kill at that moment leaves committed is the
+    oldest slots, none missing below the newest of them: a restart resumes after it (a
+    catch-up committed a batch at a time, newest batch first, loses the older ones)."""
     now = JULY + 30.5
     newest = (now // period) * period
     fired = newest - n * period
     got = ns.harness(HARNESS + "tick_head", "sync", period, fired, now, HEAD)
     keys = got.get("keys") or []
     slots = [fired + i * period for i in range(1, n + 1)]
+    whole = _("all {count} slots of {period} s from {first} to {last}, each once").format(
+        count=n, period=period, first=slot_iso(slots[0]), last=slot_iso(slots[-1])
+    )
+    # A tick that fails on the catch-up (one INSERT holding every slot passes SQLite's
+    # limit on bound variables) fails the same way at every tick after it: nothing is
+    # ever enqueued again.
+    expect(
+        "raised" not in got,
+        whole,
+        raised_text(got) if "raised" in got else "",
+        _(
+            "a catch-up of {count} slots made your tick fail, and every tick after it fails "
+            "the same way: nothing is enqueued again. Insert the slots one INSERT each (or "
+            "in batches of a few thousand): one statement holding every slot passes "
+            "SQLite's limit on bound variables"
+        ).format(count=n),
+    )
     oldest, last = reference_key("sync", slots[0]), reference_key("sync", slots[-1])
     ascending = keys == sorted(keys) and len(set(keys)) == len(keys)
     dropped = bool(keys) and oldest not in keys and last != keys[0] and ascending
     expect(
         not dropped,
-        _("all {count} slots of {period} s from {first} to {last}, each once").format(
-            count=n, period=period, first=slot_iso(slots[0]), last=slot_iso(slots[-1])
-        ),
+        whole,
         _("the first keys inserted were {keys}: the oldest slot, {oldest}, was left out").format(
             keys=", ".join(keys), oldest=oldest
         ),
@@ -535,6 +554,35 @@ def _a_vast_outage_starts_with_its_oldest_slot(
             "a catch-up of {count} slots lost its oldest slots: insert every slot due_slots "
             "returns, with no cap on their number, however it is written or computed"
         ).format(count=n),
+    )
+    kept = got.get("kept") or {"count": 0}
+    count = kept["count"]
+    expect(
+        count == 0
+        or kept
+        == {
+            "count": count,
+            "distinct": count,
+            "first": oldest,
+            "last": reference_key("sync", slots[min(count, n) - 1]),
+        },
+        whole,
+        _(
+            "a scheduler killed after its tick's first {inserts} INSERT statements leaves "
+            "{count} jobs of the catch-up committed, from {first} to {last}: not every slot "
+            "from {oldest} up to {last}"
+        ).format(
+            inserts=HEAD,
+            count=count,
+            first=kept.get("first"),
+            last=kept.get("last"),
+            oldest=oldest,
+        ),
+        _(
+            "its restart resumes after the newest key in the table, so the slots missing "
+            "below it are never enqueued: commit the slots oldest first (one by one, or a "
+            "batch at a time starting with the oldest), or all of them in one transaction"
+        ),
     )
 
 
@@ -842,6 +890,26 @@ def a_failed_insert_stops_the_tick(ns: Namespace) -> None:
         _(
             "let the error out of tick (a try/except around the INSERT that returns, breaks "
             "or prints hides it): the caller takes the list returned for all that was due"
+        ),
+    )
+    # The lock met by the first INSERT: a tick that sends its slots in one statement, or
+    # a batch at a time, and skips a statement that fails, says nothing was due.
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(
+            HARNESS + "tick_locked_once", str(path), "nightly", HOUR, T0, now, "all", 1, 4
+        )
+    first = got["first"]
+    expect(
+        "raised" in first or in_slot_order(first.get("returned")) == want,
+        _(
+            "the tick whose first INSERT met 'database is locked', four times in a row if "
+            "tried again, to raise that error, or to try it again and return the {count} slots"
+        ).format(count=len(want)),
+        _("it returned {value}").format(value=short_repr(first.get("returned"), 200)),
+        _(
+            "let the error out of tick: a batch of slots whose INSERT failed and was skipped "
+            "is lost once a later batch goes in, and the list returned says nothing else "
+            "was due"
         ),
     )
     # Another writer (a worker's claim) holds the lock past the busy timeout: the tick's
@@ -1302,7 +1370,8 @@ def _killed_ticks_leave_whole_jobs(ns: Namespace) -> None:
     2,
     "two schedules with the same period share the jobs table, each with its own slots: "
     "the job's id is the table's own (an id taken from the slot is the same for every "
-    "schedule, and the second schedule's jobs fail or vanish)",
+    "schedule, and the second schedule's jobs fail or vanish), and each key is made from "
+    "the name and the slot, in a scheduler that ticks both (never kept per fire time alone)",
     severe=True,
 )
 def schedules_with_the_same_period_each_get_their_slots(ns: Namespace) -> None:
@@ -1314,13 +1383,15 @@ def schedules_with_the_same_period_each_get_their_slots(ns: Namespace) -> None:
     }
     with lab_file(ns) as (conn, path):
         said: dict[str, list[Any]] = {name: [] for name in names}
-        # Both ticked in turn by the one scheduler, as its loop over the schedules does.
-        for now in nows:
-            for name in names:
-                got = ns.harness(HARNESS + "tick", str(path), name, HOUR, T0, now, "all", None)
-                said[name].append(
-                    raised_text(got) if "raised" in got else in_slot_order(got["returned"])
-                )
+        # Both ticked in turn by the one scheduler, as its loop over the schedules does: in
+        # one process, on one connection (a key kept per fire time, whatever the name,
+        # gives the second schedule the first's).
+        calls = [[name, HOUR, T0, now, "all"] for now in nows for name in names]
+        got = ns.harness(HARNESS + "on_one_connection", "tick", str(path), calls)
+        for call, one in zip(calls, got, strict=True):
+            said[call[0]].append(
+                raised_text(one) if "raised" in one else in_slot_order(one["returned"])
+            )
         keys = _keys(conn)
         held = sorted({k for ticks in want.values() for tick_keys in ticks for k in tick_keys})
         expect(
@@ -1340,7 +1411,8 @@ def schedules_with_the_same_period_each_get_their_slots(ns: Namespace) -> None:
             + _("the table holds {count} jobs").format(count=len(keys)),
             _(
                 "let the table number its jobs: insert key, kind, run_after and updated_at "
-                "only, never an id made from the slot"
+                "only, never an id made from the slot; and make each key from the name and "
+                "the slot together (a key kept per fire time alone is another schedule's)"
             ),
         )
 

@@ -3589,6 +3589,136 @@ ZOO: list[tuple[str, str, str, str]] = [
             return slots[::-1]
         """,
     ),
+    (
+        # Right for every catch-up the first checks built (12_000 slots, 48_000 variables):
+        # past 62_500 slots the statement holds more than SQLite's 250_000 variables, and
+        # the tick, and every tick after it, fails with nothing enqueued.
+        "ex12",
+        "tick inserts every due slot in one multi-row INSERT ... RETURNING key",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            slots = due_slots(period_s, last, since, now, catch_up)
+            if not slots:
+                return []
+            params = []
+            for slot in slots:
+                params += [slot_key(schedule, slot), schedule, slot, now]
+            rows = conn.execute(
+                "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(slots))
+                + " ON CONFLICT (key) DO NOTHING RETURNING key",
+                params,
+            ).fetchall()
+            return sorted(r[0] for r in rows)
+        """,
+    ),
+    (
+        # Every catch-up the first checks killed fits in one batch: committed whole.
+        # Past it, a kill after the newest batch leaves the older ones, which the restart,
+        # resuming after the newest key, never enqueues.
+        "ex12",
+        "tick commits its catch-up in batches of 1000 slots, the newest batch first",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        BATCH = 1000
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            slots = due_slots(period_s, last, since, now, catch_up)
+            created = []
+            # the most recent slots matter most after an outage: enqueue them first
+            batches = [slots[i:i + BATCH] for i in range(0, len(slots), BATCH)]
+            for batch in reversed(batches):
+                params = [v for s in batch for v in (slot_key(schedule, s), schedule, s, now)]
+                rows = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES "
+                    + ", ".join(["(?, ?, ?, ?)"] * len(batch))
+                    + " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    params,
+                ).fetchall()
+                created += [r[0] for r in rows]
+            return sorted(created)
+        """,
+    ),
+    (
+        # Every check of slot_key ran in a process of its own: one schedule per process.
+        # A scheduler's loop over its schedules gives the second the first's keys, taken
+        # for fired: its jobs never run.
+        "ex12",
+        "slot_key memoised in a module dict keyed by the fire time alone",
+        "schedules_with_the_same_period_each_get_their_slots",
+        """
+        _KEYS = {}
+
+
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            if fire_time not in _KEYS:  # strftime is slow: once per fire time
+                when = datetime.fromtimestamp(fire_time, UTC)
+                _KEYS[fire_time] = f"schedule:{schedule}:{when:%Y-%m-%dT%H:%M:%SZ}"
+            return _KEYS[fire_time]
+        """,
+    ),
+    (
+        # The lock the first checks held met a catch-up's second INSERT: one batch never
+        # sends two. A batch skipped loses its slots once a later one goes in.
+        "ex12",
+        "tick sends its slots in batches of 500 and logs and skips a batch that fails",
+        "a_failed_insert_stops_the_tick",
+        """
+        import logging
+        import sqlite3
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            slots = due_slots(period_s, last, since, now, catch_up)
+            created = []
+            for start in range(0, len(slots), 500):
+                batch = slots[start:start + 500]
+                params = [v for s in batch for v in (slot_key(schedule, s), schedule, s, now)]
+                try:
+                    rows = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES "
+                        + ", ".join(["(?, ?, ?, ?)"] * len(batch))
+                        + " ON CONFLICT (key) DO NOTHING RETURNING key",
+                        params,
+                    ).fetchall()
+                except sqlite3.OperationalError:
+                    logging.exception("batch of %s slots failed, skipped", len(batch))
+                    continue
+                created += [r[0] for r in rows]
+            return sorted(created)
+        """,
+    ),
 ]
 
 
@@ -3900,6 +4030,16 @@ SAYS: dict[str, str] = {
     "tick's cap read from a setting (int(os.environ.get(..., '250000')))": "all 600001 slots",
     "due_slots keeps the newest 86400 slots of a catch-up (a day of seconds)": ("all 86401 slots"),
     "due_slots keeps the newest DAYS * PER_DAY slots (a product at run time)": ("all 600001 slots"),
+    "tick inserts every due slot in one multi-row INSERT ... RETURNING key": "all 600001 slots",
+    "tick commits its catch-up in batches of 1000 slots, the newest batch first": (
+        "all 600001 slots"
+    ),
+    "slot_key memoised in a module dict keyed by the fire time alone": (
+        "ticked in turn into one table"
+    ),
+    "tick sends its slots in batches of 500 and logs and skips a batch that fails": (
+        "first INSERT met 'database is locked'"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -3924,6 +4064,15 @@ GOT = {
     ),
     "a key reported as created when cursor.lastrowid is set (INSERT OR IGNORE)": (
         "both reported creating"
+    ),
+    "tick inserts every due slot in one multi-row INSERT ... RETURNING key": (
+        "too many SQL variables"
+    ),
+    "tick commits its catch-up in batches of 1000 slots, the newest batch first": (
+        "not every slot from"
+    ),
+    "slot_key memoised in a module dict keyed by the fire time alone": (
+        "'reminders' created [[], []]"
     ),
 }
 
@@ -4435,6 +4584,83 @@ RIGHT: list[tuple[str, str, str]] = [
                 if _insert(conn, params) is not None:
                     created.append(key)
             return created
+        """,
+    ),
+    (
+        "the slots inserted in multi-row INSERTs of 500 rows each, in one BEGIN IMMEDIATE",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        BATCH = 500
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                    {"n": len(prefix), "prefix": prefix},
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                slots = due_slots(period_s, last, since, now, catch_up)
+                created = []
+                for start in range(0, len(slots), BATCH):
+                    batch = slots[start:start + BATCH]
+                    params = [
+                        v for slot in batch for v in (slot_key(schedule, slot), schedule, slot, now)
+                    ]
+                    rows = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES "
+                        + ", ".join(["(?, ?, ?, ?)"] * len(batch))
+                        + " ON CONFLICT (key) DO NOTHING RETURNING key",
+                        params,
+                    ).fetchall()
+                    created += sorted(r[0] for r in rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return created
+        """,
+    ),
+    (
+        "every due slot inserted by one INSERT ... SELECT over a recursive CTE of the slots, "
+        "keyed by SQLite's strftime",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            slots = due_slots(period_s, last, since, now, catch_up)
+            if not slots:
+                return []
+            slot_key(schedule, slots[0])  # refuses a bad name
+            rows = conn.execute(
+                "WITH RECURSIVE s(t) AS (SELECT :first UNION ALL"
+                " SELECT t + :p FROM s WHERE t + :p <= :newest)"
+                " INSERT INTO jobs (key, kind, run_after, updated_at)"
+                " SELECT :prefix || strftime('%Y-%m-%dT%H:%M:%SZ', t, 'unixepoch'), :kind, t, :now"
+                " FROM s WHERE true ON CONFLICT (key) DO NOTHING RETURNING key",
+                {
+                    "first": slots[0],
+                    "p": period_s,
+                    "newest": slots[-1],
+                    "prefix": prefix,
+                    "kind": schedule,
+                    "now": now,
+                },
+            ).fetchall()
+            return sorted(r[0] for r in rows)
         """,
     ),
 ]

@@ -268,7 +268,11 @@ def tick_across_a_restore(
             first = outcome(values["tick"], watched, *args, nows[0], "all")
             other = connect(path)
             try:
-                other.execute("DELETE FROM jobs WHERE kind = ? AND run_after > ?", (schedule, kept))
+                prefix = f"schedule:{schedule}:"  # by key: kind and run_after are the tick's
+                other.execute(
+                    "DELETE FROM jobs WHERE substr(key, 1, ?) = ? AND key > ?",
+                    (len(prefix), prefix, reference_key(schedule, kept)),
+                )
             except sqlite3.OperationalError:
                 pass  # a tick that left its transaction open: other checks say so
             finally:

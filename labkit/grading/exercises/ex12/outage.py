@@ -102,16 +102,37 @@ class _StopsAfter(Watched):
     """A connection that ends the tick right after its ``inserts``-th INSERT statement
     (``executemany`` runs its rows one by one), the keys the table then holds, in the
     order they were inserted, kept in ``keys`` (read inside the tick's transaction, if
-    any, before it is rolled back)."""
+    any, before it is rolled back), and in ``committed`` the newest id a kill then would
+    leave: the table's as it stood when no transaction was last open."""
 
     def __init__(self, conn: sqlite3.Connection, inserts: int) -> None:
         super().__init__(conn)
         self.inserts = inserts
         self.seen = 0
         self.keys: list[str] | None = None
+        self.committed = 0
+        self.settle()
+
+    def settle(self) -> None:
+        """Note what a kill would leave, when no transaction is open (never after the
+        stop: a tick's own COMMIT or ROLLBACK on the way out is no kill's)."""
+        if self.keys is None and not self._conn.in_transaction:
+            query = "SELECT coalesce(max(id), 0) FROM jobs"
+            self.committed = self._conn.execute(query).fetchone()[0]
+
+    def commit(self) -> None:
+        super().commit()
+        self.settle()
+
+    def __exit__(self, *exc: Any) -> Any:
+        got = super().__exit__(*exc)
+        self.settle()
+        return got
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         got = super().execute(sql, params)
+        if verb_of(sql) != "SELECT":
+            self.settle()
         if verb_of(sql) in ("INSERT", "REPLACE"):
             self.seen += 1
             if self.seen >= self.inserts:
@@ -120,6 +141,11 @@ class _StopsAfter(Watched):
                 ]
                 raise _Enough
         return got
+
+    def kept(self) -> list[str]:
+        """The keys a kill now would leave, in the order they were inserted."""
+        query = "SELECT key FROM jobs WHERE id <= ? ORDER BY id"
+        return [row[0] for row in self._conn.execute(query, (self.committed,))]
 
 
 def _listed_at_once(due: Any, period_s: int, fired: float, now: float) -> Any:
@@ -161,8 +187,9 @@ def tick_head(
     order it inserted them; the tick is stopped there. A catch-up of a million slots then
     costs what ``due_slots`` takes to list them, never a million inserts: a cap that keeps
     the newest slots (``[-200_000:]``) shows in the first key inserted. ``{"keys": [...],
-    "table": n}`` (the keys besides ``fired``, and how many rows there were), or an
-    outcome that raised."""
+    "table": n, "kept": span}`` (the keys besides ``fired``, how many rows there were, and
+    the span of the keys a kill right then would leave committed), or an outcome that
+    raised."""
     conn = lab_db(":memory:")
     try:
         add_job(conn, reference_key(schedule, fired), kind=schedule, run_after=fired)
@@ -174,17 +201,23 @@ def tick_head(
             except _Enough:
                 got = {}
         keys = watched.keys
-        if keys is None:  # the tick ended by itself
-            try:
+        try:
+            if keys is None:  # the tick ended by itself
+                watched.settle()
                 keys = [row[0] for row in conn.execute("SELECT key FROM jobs ORDER BY id")]
-            except sqlite3.ProgrammingError:  # the tick closed the connection
-                keys = []
+            kept = watched.kept()
+        except sqlite3.ProgrammingError:  # the tick closed the connection
+            keys, kept = keys or [], []
     finally:
         conn.close()
     if "raised" in got and watched.keys is None:
         return got
     old = reference_key(schedule, fired)
-    return {"keys": [k for k in keys if k != old][:inserts], "table": len(keys)}
+    return {
+        "keys": [k for k in keys if k != old][:inserts],
+        "table": len(keys),
+        "kept": _span(sorted(k for k in kept if k != old)),
+    }
 
 
 def _span(keys: list[str]) -> dict[str, Any]:
