@@ -717,6 +717,9 @@ def a_credit_note_is_never_charged(ns: Namespace) -> None:
 #: The Retry-After (in seconds) of the 429 the rate-limited payment API answers with (short,
 #: so a handler that sleeps it out and charges again itself still ends in time).
 RATE_LIMIT_RETRY_AFTER_S = 2.5
+#: And a long one, met with the handler's time.sleep passing at once: a wait capped by a
+#: limit of the handler's own (min(retry_after, 5)) charges again before it is over.
+LONG_RETRY_AFTER_S = 45.0
 
 
 @CHECKS.add(
@@ -728,37 +731,92 @@ RATE_LIMIT_RETRY_AFTER_S = 2.5
     timeout=30.0,
 )
 def a_rate_limited_charge_keeps_its_retry_after(ns: Namespace) -> None:
+    for seconds, sleeps_pass in ((RATE_LIMIT_RETRY_AFTER_S, False), (LONG_RETRY_AFTER_S, True)):
+        _after_a_429(ns, seconds, sleeps_pass)
+
+
+def _after_a_429(ns: Namespace, seconds: float, sleeps_pass: bool) -> None:
+    """One 429 saying Retry-After: ``seconds``; with ``sleeps_pass``, the handler's
+    time.sleep passes at once (its seconds counted), so a long wait costs nothing."""
     [(kind, payload, key)] = CHARGE
     with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
         got = ns.harness(
-            HARNESS + "rate_limited_charge", tmp, [kind, payload, key], RATE_LIMIT_RETRY_AFTER_S
+            HARNESS + "rate_limited_charge", tmp, [kind, payload, key], seconds, sleeps_pass
         )
     waited = got.get("waited")
     if waited is not None:
         # The handler charged again itself: not before the Retry-After the 429 gave.
         expect(
-            waited >= RATE_LIMIT_RETRY_AFTER_S * 0.9,
+            waited >= seconds * 0.9,
             _(
                 "after a 429 saying Retry-After: {s:g}s, no other charge from charge_handler "
                 "before {s:g}s have passed"
-            ).format(s=RATE_LIMIT_RETRY_AFTER_S),
+            ).format(s=seconds),
             _("it charged again {waited:.2f}s after the 429").format(waited=waited),
-            "let the 429 out (the worker waits its retry_after), or sleep exc.retry_after "
-            "before you charge again: a retry sooner hammers a rate-limited API",
+            _(
+                "let the 429 out (the worker waits its retry_after), or sleep exc.retry_after "
+                "before you charge again: a retry sooner, or a wait capped by a limit of your "
+                "own (min(retry_after, 5)), hammers a rate-limited API; when its Retry-After "
+                "is longer than you want to wait, let the 429 out"
+            ),
         )
     if "returned" in got:
         return  # the handler waited and charged again itself: the API's reply came back
     after = got["retry_after"]
     expect(
-        after is not None and after >= RATE_LIMIT_RETRY_AFTER_S,
+        after is not None and after >= seconds,
         _(
             "after a 429 saying Retry-After: {s:g}s, an error out of charge_handler with "
             "retry_after {s:g} (or more), so the worker waits as the API asked"
-        ).format(s=RATE_LIMIT_RETRY_AFTER_S),
+        ).format(s=seconds),
         _("it raised {raised} with retry_after {after}").format(raised=got["raised"], after=after),
         "let the API's TransientError out as it is, or pass retry_after=exc.retry_after "
         "when you wrap it",
     )
+
+
+@CHECKS.add(
+    1,
+    "a payment API or a ledger down for long (a 503, a lost reply, a 429, a busy database, "
+    "call after call) must fail the attempt in the end: a handler that gives up with a "
+    "reply of its own (after retrying by itself, however many times, or on the job's last "
+    "attempt) marks the job done with no charge or entry, and nobody retries it",
+    timeout=30.0,
+    severe=True,
+)
+def a_long_outage_fails_the_attempt(ns: Namespace) -> None:
+    last = _(", on the job's last attempt")
+    outages = {
+        ("charge", "503", False): _("a 503 from the payment API"),
+        ("charge", "lost reply", False): _("a lost reply (a timeout) from the payment API"),
+        ("charge", "429", False): _("a 429 (rate limited) from the payment API"),
+        ("post", "503", False): _("the ledger's database stays busy"),
+        # The last attempt too: a reply of one's own there marks the job done, not dead.
+        ("charge", "503", True): _("a 503 from the payment API") + last,
+        ("post", "503", True): _("the ledger's database stays busy") + last,
+    }
+    for (which, how, on_last), what in outages.items():
+        [(kind, payload, key)] = CHARGE if which == "charge" else POST
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            got = ns.harness(
+                HARNESS + "never_answered", which, tmp, [kind, payload, key], how, on_last
+            )
+        expect(
+            "returned" not in got,
+            _(
+                "an error out of {handler} when every call fails ({what}), so the attempt "
+                "fails: the worker retries the job, or after its last attempt ends it dead, "
+                "for a redrive"
+            ).format(handler=f"{which}_handler", what=what),
+            _("it returned {returned} after {calls} failed call(s)").format(
+                returned=got.get("returned"), calls=got["calls"]
+            ),
+            _(
+                "after your own retries, and on the job's last attempt too, raise again (or "
+                "let the error out): returning reports a success the job never had, and a "
+                "job that ends dead can be redriven; one marked done is never run again"
+            ),
+        )
 
 
 def _every_amount_in_full(ns: Namespace, amounts: dict[str, tuple[int, ...]], tag: str) -> None:

@@ -2637,6 +2637,154 @@ ZOO: list[tuple[str, str, str, str]] = [
                     time.sleep(0.1 * 2**attempt)
     """,
     ),
+    (
+        "ex05",
+        "a 429's Retry-After slept out in the handler, capped at 5 s (min(retry_after, 5))",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429:
+                    raise
+                time.sleep(min(exc.retry_after or 1, 5))
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "a 503 retried eight times in the handler (backoff), then a 'failed' reply returned",
+        "a_long_outage_fails_the_attempt",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for attempt in range(8):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except TransientError as exc:
+                    if exc.status != 503:
+                        raise
+                    time.sleep(0.05 * 2**attempt)
+            return {"status": "failed", "reason": "payments unavailable"}
+    """,
+    ),
+    (
+        "ex05",
+        "a busy ledger retried eight times in the handler, then an error reply returned",
+        "a_long_outage_fails_the_attempt",
+        """
+        import time
+
+        from labkit.errors import StoreBusy
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for _attempt in range(8):
+                try:
+                    with ctx.world.ledger.transaction() as tx:
+                        if tx.status(job.key) == "done":
+                            return {"skipped": "already posted"}
+                        reply = tx.post(customer, amount, key=job.key)
+                        tx.mark(job.key, "done")
+                    return reply
+                except StoreBusy:
+                    time.sleep(0.01)
+            return {"error": "ledger busy"}
+    """,
+    ),
+    (
+        "ex05",
+        "a lost reply retried eight times in the handler, then an 'unknown' reply returned",
+        "a_long_outage_fails_the_attempt",
+        """
+        from labkit.errors import ResponseLost
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for _attempt in range(8):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except ResponseLost:
+                    continue
+            return {"status": "unknown"}
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 slept out eight times in the handler, then a 'rate limited' reply returned",
+        "a_long_outage_fails_the_attempt",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for _attempt in range(8):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except TransientError as exc:
+                    if exc.status != 429:
+                        raise
+                    time.sleep(exc.retry_after)
+            return {"status": "rate limited"}
+    """,
+    ),
+    (
+        "ex05",
+        "a failed charge on the job's last attempt answered 'gave up' (the job never dead)",
+        "a_long_outage_fails_the_attempt",
+        """
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError:
+                if job.attempt >= job.max_attempts:
+                    return {"status": "gave up", "attempts": job.attempt}
+                raise
+    """,
+    ),
+    (
+        "ex05",
+        "a busy ledger on the job's last attempt answered with an error reply",
+        "a_long_outage_fails_the_attempt",
+        """
+        from labkit.errors import StoreBusy
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                with ctx.world.ledger.transaction() as tx:
+                    if tx.status(job.key) == "done":
+                        return {"skipped": "already posted"}
+                    reply = tx.post(customer, amount, key=job.key)
+                    tx.mark(job.key, "done")
+                return reply
+            except StoreBusy:
+                if job.attempt >= job.max_attempts:
+                    return {"error": "ledger busy, gave up"}
+                raise
+    """,
+    ),
 ]
 
 
@@ -3088,6 +3236,27 @@ SAYS.update(
         "a 429 retried with a backoff of its own (0.1 s, doubled), its Retry-After ignored": (
             "no other charge from charge_handler before 2.5s"
         ),
+        "a 429's Retry-After slept out in the handler, capped at 5 s (min(retry_after, 5))": (
+            "no other charge from charge_handler before 45s"
+        ),
+        "a 503 retried eight times in the handler (backoff), then a 'failed' reply returned": (
+            "an error out of charge_handler when every call fails"
+        ),
+        "a busy ledger retried eight times in the handler, then an error reply returned": (
+            "an error out of post_handler when every call fails"
+        ),
+        "a lost reply retried eight times in the handler, then an 'unknown' reply returned": (
+            "when every call fails (a lost reply"
+        ),
+        "a 429 slept out eight times in the handler, then a 'rate limited' reply returned": (
+            "when every call fails (a 429"
+        ),
+        "a failed charge on the job's last attempt answered 'gave up' (the job never dead)": (
+            "on the job's last attempt"
+        ),
+        "a busy ledger on the job's last attempt answered with an error reply": (
+            "on the job's last attempt"
+        ),
     }
 )
 
@@ -3446,6 +3615,49 @@ RIGHT: list[tuple[str, str, str]] = [
             idem = job.key.encode("unicode_escape").decode("ascii")
             return ctx.world.payments.charge(customer, amount, key=job.key,
                                              idempotency_key=idem)
+        """,
+    ),
+    (
+        "a 429's Retry-After slept out in full (from time import sleep), then charged again",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        from time import sleep
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429:
+                    raise
+                sleep(exc.retry_after)
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+        """,
+    ),
+    (
+        "a busy ledger retried in the handler until it answers (sleeping between tries)",
+        "a_long_outage_fails_the_attempt",
+        """
+        import time
+
+        from labkit.errors import StoreBusy
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            while True:
+                try:
+                    with ctx.world.ledger.transaction() as tx:
+                        if tx.status(job.key) == "done":
+                            return {"skipped": "already posted"}
+                        reply = tx.post(customer, amount, key=job.key)
+                        tx.mark(job.key, "done")
+                    return reply
+                except StoreBusy:
+                    time.sleep(0.5)
         """,
     ),
 ]

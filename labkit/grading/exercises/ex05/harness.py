@@ -460,10 +460,12 @@ class _RateLimitedPayments:
         self.reply, self.retry_after, self.calls = reply, retry_after, 0
         #: When each charge came (time.monotonic()): a retry sooner than Retry-After shows.
         self.times: list[float] = []
+        #: The seconds the handler's time.sleep passed at once (``_sleeps_passed``).
+        self.slept = 0.0
 
     def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self.calls += 1
-        self.times.append(time.monotonic())
+        self.times.append(time.monotonic() + self.slept)
         if self.calls == 1:
             raise TransientError(
                 f"429 from payments.charge: rate limited, retry after {self.retry_after:g}s; "
@@ -477,18 +479,44 @@ class _RateLimitedPayments:
         return []
 
 
+@contextmanager
+def _sleeps_passed(values: MutableMapping[str, Any], payments: Any) -> Iterator[None]:
+    """``time.sleep`` (and the student's own name for it) passes at once, adding the
+    seconds to ``payments.slept``: a long wait slept out costs no real time."""
+    real = time.sleep
+
+    def sleep(seconds: float) -> None:
+        payments.slept += max(float(seconds), 0.0)
+
+    names = [name for name, value in values.items() if value is real]
+    time.sleep = sleep
+    values.update(dict.fromkeys(names, sleep))
+    try:
+        yield
+    finally:
+        time.sleep = real
+        values.update(dict.fromkeys(names, real))
+
+
 def rate_limited_charge(
-    values: MutableMapping[str, Any], folder: str, job: list[Any], retry_after: float
+    values: MutableMapping[str, Any],
+    folder: str,
+    job: list[Any],
+    retry_after: float,
+    sleeps_pass: bool = False,
 ) -> dict[str, Any]:
     """The student's ``charge_handler`` meeting a 429 that says ``Retry-After:
     retry_after``: ``{"returned"} or {"raised"}`` (see ``refused.handled_once``), the
-    charges made, and the ``retry_after`` of what came out (None when it has none)."""
+    charges made, and the ``retry_after`` of what came out (None when it has none).
+    With ``sleeps_pass``, the handler's ``time.sleep`` passes no real time (a long
+    Retry-After), its seconds still counted in ``waited``."""
     from labkit.grading.exercises.ex05.refused import handled_once
 
     _kind, payload, _key = job
     reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
     payments = _RateLimitedPayments(reply, retry_after)
-    got, error = handled_once(values, folder, job, payments)
+    with _sleeps_passed(values, payments) if sleeps_pass else contextlib.nullcontext():
+        got, error = handled_once(values, folder, job, payments)
     got["calls"] = payments.calls
     # How long after the 429 the handler charged again itself (None: it did not).
     times = payments.times
@@ -751,6 +779,25 @@ def refused_charge(values: MutableMapping[str, Any], folder: str, job: list[Any]
     from labkit.grading.exercises.ex05.refused import refused_charge as call
 
     return call(values, folder, job)
+
+
+def never_answered(
+    values: MutableMapping[str, Any],
+    which: str,
+    folder: str,
+    job: list[Any],
+    how: str = "503",
+    last: bool = False,
+) -> dict[str, Any]:
+    """``which`` handler called once while its service fails every call (a charge as
+    ``how`` says), on the job's first or ``last`` attempt, its sleeps passing at once (see
+    ``ex05.refused``): whether it gave up with a reply of its own."""
+    from labkit.grading.exercises.ex05.refused import Outage
+    from labkit.grading.exercises.ex05.refused import never_answered as call
+
+    outage = Outage(how)
+    with _sleeps_passed(values, outage):
+        return call(values, which, folder, job, outage, last)
 
 
 def keys_of_a_redriven_job(

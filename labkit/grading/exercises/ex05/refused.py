@@ -9,13 +9,15 @@ the check reads what came out, without a worker: a few milliseconds instead of a
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import types
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.errors import PermanentError, TransientError
+from labkit.errors import PermanentError, ResponseLost, StoreBusy, TransientError
 from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.stub import is_stub
 from labkit.store import JobStore
@@ -224,4 +226,95 @@ def conflicting_key(
     got["conflicts"] = payments.conflicts
     got["new"] = payments.new
     got["earlier"] = repr(used)
+    return got
+
+
+#: Failed calls into a service that never answers, after which a handler still trying is
+#: taken as one that keeps trying (stopped with ``_KeptTrying``), not one that gives up.
+OUTAGE_CALLS = 200
+
+
+class _KeptTrying(BaseException):
+    """Raised into a handler past ``OUTAGE_CALLS`` failed calls, to end its loop."""
+
+
+#: How a payment API that never answers fails each charge (``Outage``'s ``how``).
+OUTAGES = {
+    "503": lambda: TransientError("503 from payments.charge: unavailable", status=503),
+    "lost reply": lambda: ResponseLost("timeout waiting for payments.charge: no reply"),
+    "429": lambda: TransientError(
+        "429 from payments.charge: rate limited, retry after 1s", status=429, retry_after=1.0
+    ),
+}
+
+
+class Outage:
+    """A payment API and a ledger that never answer: each charge fails as ``how`` says
+    (``OUTAGES``), each ledger write finds a busy database (SQLite's ``database is
+    locked`` inside a transaction, ``StoreBusy`` out of it), each lookup nothing;
+    ``slept`` counts the seconds the handler waited."""
+
+    def __init__(self, how: str = "503") -> None:
+        self.calls, self.slept, self.how = 0, 0.0, how
+
+    def _fail(self, exc: Exception) -> Any:
+        self.calls += 1
+        if self.calls > OUTAGE_CALLS:
+            raise _KeptTrying
+        raise exc
+
+    def charge(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fail(OUTAGES[self.how]())
+
+    def find(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+    def status(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def post(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fail(StoreBusy("world.db: database is locked"))
+
+    mark = post
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        tx = types.SimpleNamespace(
+            status=self.status,
+            post=lambda *a, **k: self._fail(sqlite3.OperationalError("database is locked")),
+        )
+        tx.mark = tx.post
+        try:
+            yield tx
+        except sqlite3.OperationalError as exc:
+            raise StoreBusy(f"world.db: {exc}") from exc
+
+
+#: The job as the store hands it on its last attempt (the store's default ``max_attempts``).
+LAST_ATTEMPT = {"attempt": 5, "max_attempts": 5}
+
+
+def never_answered(
+    values: MutableMapping[str, Any],
+    which: str,
+    folder: str,
+    job: list[Any],
+    outage: Outage,
+    last: bool = False,
+) -> dict[str, Any]:
+    """The student's ``charge_handler`` (or ``post_handler``) called once while the payment
+    API (or the ledger) fails every call, for the job as enqueued or, with ``last``, on its
+    last attempt: ``{"returned"}``, ``{"raised"}`` or ``{"kept_trying": True}``, and the
+    failed ``calls``."""
+    later = LAST_ATTEMPT if last else None
+    try:
+        if which == "charge":
+            got, _error = handled_once(values, folder, job, outage, later)
+        else:
+            got, _error = handled_once(
+                values, folder, job, None, later, ledger=outage, handler="post_handler"
+            )
+    except _KeptTrying:
+        got = {"kept_trying": True}
+    got["calls"] = outage.calls
     return got
