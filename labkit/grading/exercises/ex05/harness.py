@@ -22,7 +22,7 @@ import types
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 from labkit import redact
 from labkit.clock import LAB_EPOCH, FakeClock
@@ -485,7 +485,7 @@ def _sleeps_passed(values: MutableMapping[str, Any], payments: Any) -> Iterator[
     seconds to ``payments.slept``: a long wait slept out costs no real time."""
     real = time.sleep
 
-    def sleep(seconds: float) -> None:
+    def sleep(seconds: float | SupportsIndex) -> None:
         payments.slept += max(float(seconds), 0.0)
 
     names = [name for name, value in values.items() if value is real]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import types
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -239,7 +239,7 @@ class _KeptTrying(BaseException):
 
 
 #: How a payment API that never answers fails each charge (``Outage``'s ``how``).
-OUTAGES = {
+OUTAGES: dict[str, Callable[[], Exception]] = {
     "503": lambda: TransientError("503 from payments.charge: unavailable", status=503),
     "lost reply": lambda: ResponseLost("timeout waiting for payments.charge: no reply"),
     "429": lambda: TransientError(
