@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -146,3 +147,51 @@ def test_a_hanging_racer_and_what_it_started_are_killed(tmp_path: Path) -> None:
         time.sleep(0.1)
     else:
         pytest.fail(f"the racer's child {grandchild} outlived the race")
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` has ended (gone, or a zombie waiting for its reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+#: A process that races two racers which write their pids and wait, then never returns.
+_RACE = """
+import sys, time
+from pathlib import Path
+from labkit.grading.exercises.racers import in_processes
+folder = Path(sys.argv[1])
+def racer(index):
+    (folder / f"racer-{index}.pid").write_text(str(__import__("os").getpid()))
+    time.sleep(120)
+in_processes(racer, 2, timeout=120)
+"""
+
+
+def test_racers_die_with_a_parent_killed_before_its_finally(tmp_path: Path) -> None:
+    """A kernel killed mid-check runs no ``finally``: its racers must not wait on for good."""
+    parent = subprocess.Popen([sys.executable, "-c", _RACE, str(tmp_path)])
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(pids) < 2:
+            assert time.monotonic() < deadline, "the racers never started"
+            assert parent.poll() is None, "the race ended before it was killed"
+            pids = [int(p.read_text()) for p in tmp_path.glob("racer-*.pid") if p.read_text()]
+            time.sleep(0.05)
+        parent.kill()
+        assert parent.wait(30) == -9  # the fault fired: killed, no finally run
+        for _ in range(100):
+            if all(_gone(pid) for pid in pids):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"racers {pids} outlived the process that raced them")
+    finally:
+        parent.kill()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)

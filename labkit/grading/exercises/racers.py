@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.grading.stub import is_stub
+from labkit.integrations.celery.proctree import die_with_parent
 
 
 def _not_started(exc: BaseException) -> bool:
@@ -27,6 +28,9 @@ def _not_started(exc: BaseException) -> bool:
 
 def _child(target: Callable[[int], Any], index: int, start: Any, out: Any) -> None:
     os.setpgrp()  # its own process group, so the parent can kill whatever it starts too
+    # A parent that dies without its finally (a kernel killed mid-check) takes the racer
+    # with it, instead of leaving it waiting on the barrier or the queue for good.
+    die_with_parent()
     try:
         start.wait(20)
         result: tuple[str, Any] = ("returned", target(index))
