@@ -747,7 +747,7 @@ def backoff_reaches_any_cap(ns: Namespace) -> None:
     1,
     "every retry is judged alike, the last ones too: Retry-After honoured at every attempt "
     "before the last, the backoff of attempt - 1 under a key at every attempt of a larger "
-    "budget, and with a tiny base at attempt 40",
+    "budget, and with a tiny base at attempts 40 and 1100",
 )
 def every_attempt_is_judged_alike(ns: Namespace) -> None:
     wide = {"started_at": 0.0, "now": 0.0, "deadline": 1e9}
@@ -785,21 +785,34 @@ def every_attempt_is_judged_alike(ns: Namespace) -> None:
             "attempt: backoff(attempt - 1, rng, base, cap), with no rule of its own for late ones"
         ),
     )
-    base = 2.0**-35
-    [late] = delays_for(ns, [(REFUSED, 40, {**wide, "max_attempts": 50, "base": base})])
-    [want_late] = draws(ns, 39, DELAY_SEED, base, 60.0, 1)
-    expect(
-        late == want_late,
-        _(
-            "after attempt 40 of 50 of a refused connection with base=2**-35, what "
-            "backoff(39, rng, 2**-35, 60) draws (ceiling 16 s): {draw:.4f}"
-        ).format(draw=want_late),
-        repr(late),
-        _(
-            "call backoff(attempt - 1, rng, base, cap) at every attempt: no exponent clamped "
-            "in next_delay, no other rule for the late ones"
-        ),
-    )
+    # Attempt 1100: an exponent clamped at 62, 64 or 100 in next_delay (for fear of an
+    # overflow that backoff already avoids) leaves a tiny base far under the cap.
+    for attempt, exponent, ceiling in ((40, 35, "16 s"), (1100, 1000, _("the cap, 60 s"))):
+        base = 2.0**-exponent
+        settings = {**wide, "max_attempts": attempt + 10, "base": base}
+        [late] = delays_for(ns, [(REFUSED, attempt, settings)])
+        [want_late] = draws(ns, attempt - 1, DELAY_SEED, base, 60.0, 1)
+        expect(
+            late == want_late,
+            _(
+                "after attempt {attempt} of {budget} of a refused connection with "
+                "base=2**-{exponent}, what backoff({n}, rng, 2**-{exponent}, 60) draws "
+                "(ceiling {ceiling}): {draw:.4f}"
+            ).format(
+                attempt=attempt,
+                budget=attempt + 10,
+                exponent=exponent,
+                n=attempt - 1,
+                ceiling=ceiling,
+                draw=want_late,
+            ),
+            repr(late),
+            _(
+                "call backoff(attempt - 1, rng, base, cap) at every attempt: no exponent "
+                "clamped in next_delay (backoff already keeps a huge n from overflowing), no "
+                "other rule for the late ones"
+            ),
+        )
 
 
 def _interleaved(ns: Namespace, first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
@@ -830,7 +843,7 @@ def _said_by_a_call(result: dict[str, Any]) -> str:
     2,
     "two threads calling next_delay at once: a maybe-done failure without an "
     "idempotency_key gets None whatever the other thread does meanwhile (no verdict or "
-    "key kept in a module-level name between two lines)",
+    "key kept in a module-level name between two lines, nor a status kept by classify)",
     severe=True,
 )
 def next_delay_keeps_nothing_between_threads(ns: Namespace) -> None:
@@ -844,6 +857,9 @@ def next_delay_keeps_nothing_between_threads(ns: Namespace) -> None:
     }
     others = {
         _("a refused connection"): {**first, "error": REFUSED, "seed": DELAY_SEED + 1},
+        # A status kept in a module-level name by classify: the 503's, read back by the
+        # timeout's call, makes the timeout never sent.
+        _("a 503 (Service Unavailable)"): {**first, "error": http(503), "seed": DELAY_SEED + 1},
         _("a read timeout under a key"): {
             **first,
             "seed": DELAY_SEED + 1,
@@ -865,9 +881,9 @@ def next_delay_keeps_nothing_between_threads(ns: Namespace) -> None:
             if bad
             else "",
             _(
-                "keep the verdict, the key and the delay in local variables: a module-level "
-                "name written by one call is overwritten by the other thread's between two "
-                "of your lines, and a charge that may have gone through is retried"
+                "keep the verdict, the key, the status and the delay in local variables: a "
+                "module-level name written by one call is overwritten by the other thread's "
+                "between two of your lines, and a charge that may have gone through is retried"
             ),
         )
 

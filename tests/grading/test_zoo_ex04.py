@@ -4183,11 +4183,67 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "next_delay clamps the exponent at 62 for fear of overflow (a tiny base never capped)",
+        "every_attempt_is_judged_alike",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(min(attempt - 1, 62), rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "classify keeps the status in a module-level dict (another thread's 503 read back)",
+        "next_delay_keeps_nothing_between_threads",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+        _last = {}
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            _last["status"] = getattr(error, "status", None)
+            if isinstance(_last["status"], int) and not isinstance(_last["status"], bool):
+                if _last["status"] in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= _last["status"] <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "next_delay clamps the exponent at 62 for fear of overflow (a tiny base never capped)": (
+        "after attempt 1100 of 1110"
+    ),
+    "classify keeps the status in a module-level dict (another thread's 503 read back)": (
+        "a 503 (Service Unavailable)"
+    ),
     "classify falls back on a requests-style status_code (a bad amount's 503 retried)": (
         "ValueError('bad amount') with status_code = 503"
     ),
@@ -4662,6 +4718,8 @@ SEVERE = [
     "a socket's errno ECONNRESET or ECONNABORTED called never sent (dropped before reading)",
     # A lost answer judged by its class's first error: retried without a key, runs twice.
     "classify memoised per class when no status (a lost answer judged as its class's first)",
+    # A read timeout beside another thread's 503 takes its status: retried without a key.
+    "classify keeps the status in a module-level dict (another thread's 503 read back)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
