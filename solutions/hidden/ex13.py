@@ -69,6 +69,26 @@ def busy_means_running_now(ns: Namespace) -> None:
             _("job {job_id}").format(job_id=_id(got)),
             _("compare busy < :cap for every cap, 0 included; never read 0 as no cap"),
         )
+    # Running jobs of every sort count: one due later by its worker's clock, a retry at
+    # its 4th attempt, a report, one held by the claiming worker itself.
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "acme:ahead", **live("acme", 1, run_after=NOW + 50, updated_at=NOW + 50))
+        add_job(conn, "acme:retry", **live("acme", 2, attempt=4, max_attempts=5))
+        add_job(conn, "acme:report", **live("acme", 3, kind="report", lease_owner="w1"))
+        add_job(conn, "acme:next", queue="acme")
+        got = capped(ns, path, "w1", 3)
+        expect(
+            got is None,
+            _(
+                "None with cap=3: acme runs 3 jobs under live leases (one due at {due:g} by "
+                "its worker's clock, one at its 4th attempt, a report held by w1 itself)"
+            ).format(due=NOW + 50),
+            _("job {job_id}").format(job_id=_id(got)),
+            _(
+                "count every job with state = 'running' AND lease_until > :now of the "
+                "account, whatever its run_after, attempt, kind or lease_owner"
+            ),
+        )
     # Leases outlive their runs: a job that succeeded early keeps a lease_until still to
     # come, and so may a job whose run failed (in retry_wait). Neither runs: cora is idle.
     with lab_file(ns) as (conn, path):
@@ -102,7 +122,9 @@ def busy_means_running_now(ns: Namespace) -> None:
             "cora:again",
             **live("cora", 3, state="retry_wait", run_after=NOW + 100, lease_until=NOW + 20),
         )
-        add_job(conn, "bolt:r", **live("bolt", 1))
+        # bolt's running job: held by w1 itself, claimed by a clock running ahead.
+        ahead = {"lease_owner": "w1", "run_after": NOW + 50, "updated_at": NOW + 50}
+        add_job(conn, "bolt:r", **live("bolt", 1, **ahead))
         add_job(conn, "bolt:next", queue="bolt", run_after=10.0)
         ready = add_job(conn, "cora:next", queue="cora", run_after=90.0)
         got = capped(ns, path, "w1", 5)
@@ -110,15 +132,17 @@ def busy_means_running_now(ns: Namespace) -> None:
             _id(got) == ready,
             _(
                 "job {job_id} with cap=5: cora runs nothing (its succeeded, dead and retry_wait "
-                "jobs keep leases until {until:g}), bolt runs 1, so cora is the least busy "
-                "though bolt's job is older"
-            ).format(job_id=ready, until=NOW + 20),
+                "jobs keep leases until {until:g}), bolt runs 1 (held by w1 itself, due at "
+                "{due:g} by its worker's clock), so cora is the least busy though bolt's job "
+                "is older"
+            ).format(job_id=ready, until=NOW + 20, due=NOW + 50),
             _("nothing")
             if got is None
             else _("job {job_id} of {queue}").format(job_id=_id(got), queue=got.get("queue")),
             _(
                 "count only running jobs (state = 'running' AND lease_until > :now) in the "
-                "ORDER BY as in the cap: a lease left on a finished job makes no account busy"
+                "ORDER BY as in the cap, whoever holds them and whatever their run_after: a "
+                "lease left on a finished job makes no account busy"
             ),
         )
     # A big cap, reached: every live job counts, however many (a count that stops at a
@@ -511,6 +535,28 @@ def _serial_head_is_the_smallest_id_whatever_the_keys_in(ns: Namespace, rng: Ran
                 queue=queue, keys=[keys[i] for i in ids]
             ),
             f"{[keys.get(i, i) for i in order]}",
+        )
+    # However far off the head's retry (more than a year: backoffs grow), it is still
+    # the head; a look-ahead window on run_after (an hour, a day, a week) lets the job
+    # behind it overtake.
+    days = rng.uniform(400, 1000)
+    with lab_file(ns) as (conn, path):
+        add_job(conn, f"{queue}:a", queue=queue, state="retry_wait", attempt=2,
+                run_after=NOW + days * 86_400)  # fmt: skip
+        add_job(conn, f"{queue}:b", queue=queue)
+        got = serial(ns, path, "w1")
+        expect(
+            got is None,
+            _("None: {queue}'s head retries in {days:.1f} days; the job behind it waits").format(
+                queue=queue, days=days
+            ),
+            _("job {job_id}, {key}").format(job_id=_id(got), key=got.get("key"))
+            if got
+            else _("nothing"),
+            _(
+                "find each queue's head among all its live jobs, whatever their run_after: "
+                "no look-ahead window"
+            ),
         )
 
 

@@ -7592,6 +7592,116 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex13",
+        # The ready test copied into the count: a job claimed by a worker whose clock runs
+        # ahead is due after this worker's now, and its account looks under its cap.
+        "claim_capped counts as busy only running jobs already due (r.run_after <= :now)",
+        "busy_means_running_now",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now AND r.run_after <= :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped counts as busy only jobs claimed by now (r.updated_at <= :now)",
+        "busy_means_running_now",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now AND r.updated_at <= :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped's least-busy order counts only running jobs already due (r.run_after)",
+        "busy_means_running_now",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now AND r.run_after <= :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        # Backoffs grow past a day: the head's retry falls out of the window.
+        "serial heads looked for only among jobs due within a week (a look-ahead window)",
+        "serial_head_is_the_smallest_id_whatever_the_keys",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state = 'running'
+                                           OR (state IN ('pending', 'retry_wait')
+                                               AND run_after <= :now + 7 * 86400)
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
         "claim_capped returns the sqlite3.Row itself, not dict(row)",
         "each_claim_hands_back_a_plain_dict",
         """
@@ -8495,6 +8605,7 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "serial heads looked for only among jobs due within a week (a look-ahead window)",
     "the relay marks a body that is not JSON sent without publishing it (a poison guard)",
     "the relay skips a body that is not JSON and goes on (it stays pending for good)",
     "the relay marks a body past 64 KB sent without publishing it (too large for the broker)",
