@@ -407,6 +407,9 @@ ODD_ID_TWINS: list[tuple[Any, Any]] = [
     ("-7", "7"),
     ("{action}", "charge"),
     ("{7}", "7"),
+    # Ints past 2**53 are two entities: an id "normalised" through float()
+    # (int(float(entity_id)), f'{entity_id:.0f}') makes them one.
+    (2**53 + 1, 2**53),
 ]
 
 
