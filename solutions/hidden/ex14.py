@@ -1386,6 +1386,74 @@ def a_charge_whose_reply_was_lost_is_charged_once(ns: Namespace) -> None:
         )
 
 
+
+class _Ex14hCutOff(Exception):
+    """The first worker's charge, stopped while the payment API still runs it."""
+
+
+class _Ex14hStalled(FakeClock):
+    def sleep(self, seconds: float) -> None:
+        raise _Ex14hCutOff
+
+
+def _ex14h_call(folder: Path, service: str, key: str, params: dict[str, Any], at: float) -> None:
+    """``service``'s call under ``key`` at ``at``; before ``LAB_EPOCH`` + 1: one the API
+    has taken (its key held) but not finished, as a first worker's slow request."""
+    stalled = at < LAB_EPOCH + 1
+    with World(folder / "world.db", _Ex14hStalled(at) if stalled else FakeClock(at)) as world:
+        api = getattr(world, service)
+        if stalled:
+            api.script("slow")
+        try:
+            (api.charge if service == "payments" else api.send)(**params, idempotency_key=key)
+        except _Ex14hCutOff:
+            pass
+
+
+@CHECKS.add(
+    2,
+    "a 409 from the payment or mail API (KeyInProgress: a request under the same key is "
+    "still running, from a first worker) is no reason for a new key: retry under the same "
+    "key (or let the error out); a call under another key charges or mails a second time "
+    "when the first request finishes",
+    severe=True,
+)
+def a_call_still_in_progress_is_not_made_again(ns: Namespace) -> None:
+    with scene(ns) as folder:
+        run(ns, folder, ORDER)
+        truth = world_of(folder)
+    held = set(truth["keys"])
+    for service, what in (("payments", _("charge")), ("mail", _("e-mail"))):
+        calls = [(k, p) for s, k, p in truth["effects"] if s == service and (s, k) in held]
+        if not calls:
+            continue  # no call under an idempotency key: other checks say so
+        key, params = calls[0]
+        with scene(ns) as folder:
+            _ex14h_call(folder, service, key, params, LAB_EPOCH)
+            first = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
+            _ex14h_call(folder, service, key, params, LAB_EPOCH + 3600)  # the first one ends
+            again = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
+            got = found(world_of(folder), ORDER)[service]
+            expect(
+                len(got) == 1,
+                _(
+                    "one {what} for order {order_id} when its {what} got a 409 (a request "
+                    "under its key still running), that request then finished and the job "
+                    "ran again"
+                ).format(what=what, order_id=ORDER["id"]),
+                _("{what}: {calls}; the first run {first}, the second {again}").format(
+                    what=what,
+                    calls=got,
+                    first=_ex14h_ended(first),
+                    again=_ex14h_ended(again),
+                ),
+                _(
+                    "KeyInProgress is a TransientError: let it propagate (the job is retried "
+                    "later) or retry under the SAME key; the request in flight may still "
+                    "finish"
+                ),
+            )
+
 def _steps_done(effects: list[Any], order: dict[str, Any]) -> list[str]:
     """The steps ``effects`` (``(service, params)``, in order) did for ``order``."""
     steps = []

@@ -2298,6 +2298,52 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        # The 409 says a request under this key is still running: a new key pays again.
+        "ex14",
+        "a 409 of the charge (KeyInProgress) retried at once under a new key (key + ':2')",
+        "a_call_still_in_progress_is_not_made_again",
+        "from labkit.world.services import KeyInProgress\n"
+        + _edit(
+            DO_STEP,
+            (
+                "        return world.payments.charge(",
+                "        try:\n"
+                "            return world.payments.charge(",
+            ),
+            (
+                'order["amount"], idempotency_key=key)\n',
+                'order["amount"], idempotency_key=key)\n'
+                "        except KeyInProgress:\n"
+                "            return world.payments.charge(\n"
+                '                order["customer"], order["amount"], idempotency_key=key + ":2"\n'
+                "            )\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a 409 of the e-mail (KeyInProgress) sent again at once under a new key",
+        "a_call_still_in_progress_is_not_made_again",
+        "from labkit.world.services import KeyInProgress\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    return world.mail.send(",
+                "    try:\n"
+                "        return world.mail.send(",
+            ),
+            (
+                'subject.format(order["id"]), idempotency_key=key)\n',
+                'subject.format(order["id"]), idempotency_key=key)\n'
+                "    except KeyInProgress:\n"
+                "        return world.mail.send(\n"
+                '            order["email"], subject.format(order["id"]),\n'
+                '            idempotency_key=key + "!",\n'
+                "        )\n",
+            ),
+        ),
+    ),
 ]
 
 
@@ -2403,6 +2449,8 @@ SEVERE = [
     "the decline's transaction committed after the release (a kill in it undoes the decline)",
     "'failed' set WHERE order_id AND policy_version = the call's (a resumed job stays running)",
     "the release's mark read by world.ledger.status before its own transaction",
+    "a 409 of the charge (KeyInProgress) retried at once under a new key (key + ':2')",
+    "a 409 of the e-mail (KeyInProgress) sent again at once under a new key",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -2635,6 +2683,12 @@ SAYS = {
     ),
     "the amount charged through reais and back, int(amount / 100 * 100)": (
         "the charges [['cus_ana', 1990]"
+    ),
+    "a 409 of the charge (KeyInProgress) retried at once under a new key (key + ':2')": (
+        "a request under its key still running"
+    ),
+    "a 409 of the e-mail (KeyInProgress) sent again at once under a new key": (
+        "its e-mail got a 409"
     ),
 }
 
@@ -2952,6 +3006,27 @@ def do_step(world, order, step: str) -> dict:
                 "            return _run_order(\n"
                 "                conn, world, order, policy_version=policy_version\n"
                 "            )\n",
+            ),
+        ),
+    ),
+    (
+        "the charge retried on a 409 (KeyInProgress) under its own key, then raised",
+        "a_call_still_in_progress_is_not_made_again",
+        "from labkit.world.services import KeyInProgress\n"
+        + _edit(
+            DO_STEP,
+            (
+                "        return world.payments.charge(",
+                "        for attempt in range(3):\n"
+                "            try:\n"
+                "                return world.payments.charge(",
+            ),
+            (
+                'order["amount"], idempotency_key=key)\n',
+                'order["amount"], idempotency_key=key)\n'
+                "            except KeyInProgress:\n"
+                "                if attempt == 2:\n"
+                "                    raise\n",
             ),
         ),
     ),
