@@ -4854,6 +4854,9 @@ SAYS: dict[str, str] = {
     "key with '.0' taken off the entity id (a float id read through pandas)": (
         "different keys for the entity ids '2.0' and '2'"
     ),
+    "key with a numeric id made int(float(id)) (ids past 2**53 share a key)": (
+        "9007199254740993 and 9007199254740992"
+    ),
     "key with `entity_id or ''` (the id 0 and no id share a key)": (
         "different keys for the entity ids 0 and None"
     ),
