@@ -299,10 +299,12 @@ def lease_runs_to_now_plus_lease_s_exactly(ns: Namespace) -> None:
         st.floats(0.01, 0.99),
         st.sampled_from([30.0, 0.5]) | st.floats(0.5, 3600.0),
     )
-    # A long job's lease (a day, a month): a claim that caps lease_s (at an hour, at a
-    # day, say) lets a second worker take the job while the first still runs it.
+    # A long job's lease (a day, a month, over a year): a claim that caps lease_s (at an
+    # hour, a day, a month, a year, say) lets a second worker take the job while the first
+    # still runs it.
     exact((1_764_900_000, 0.25, 86_400.0))
     exact((1_764_900_000, 0.25, 30 * 86_400.0))
+    exact((1_764_900_000, 0.25, 400 * 86_400.0))
     holds_for(cases, exact, examples=12)
     _held_a_hair_past_now(ns)
 
@@ -1188,7 +1190,20 @@ def an_old_job_behind_many_newer_ones_is_claimed(ns: Namespace) -> None:
                 attempt=1,
                 run_after=now - 400 * 86_400,
             )
-            late = [_claim(ns, path, "w1", now, 30.0) for _n in range(2)]
+            # A lease an operator expired by hand (lease_until = 0): its end lies decades
+            # back, so a window of any length on lease_until skips it.
+            forced = add_job(
+                conn,
+                f"mail:{_EX03_NEWER + 4}:send:v1",
+                state="running",
+                attempt=1,
+                run_after=now - 10 * 86_400,
+                lease_owner="stuck",
+                lease_until=0.0,
+                lease_token="forced",
+                updated_at=now - 3600,
+            )
+            late = [_claim(ns, path, "w1", now, 30.0) for _n in range(3)]
         expect(
             (got or {}).get("id") == old,
             _(
@@ -1215,17 +1230,18 @@ def an_old_job_behind_many_newer_ones_is_claimed(ns: Namespace) -> None:
             ),
         )
         expect(
-            [(row or {}).get("id") for row in late] == [orphan, retry],
+            [(row or {}).get("id") for row in late] == [orphan, retry, forced],
             _(
-                "job {orphan} (running, its worker dead: the lease expired {years} years ago) "
-                "then job {retry} (retry_wait, due 400 days ago) claimed at now={now!r}"
-            ).format(orphan=orphan, years=years, retry=retry, now=now),
+                "job {orphan} (running, its worker dead: the lease expired {years} years ago), "
+                "then job {retry} (retry_wait, due 400 days ago), then job {forced} (running, "
+                "its lease expired by hand: lease_until = 0) claimed at now={now!r}"
+            ).format(orphan=orphan, years=years, retry=retry, forced=forced, now=now),
             ", ".join(_ex03_said(row) for row in late),
             _(
                 "an expired lease is ready however long ago it ended, and a retry however "
                 "long ago it fell due: no window on lease_until or run_after (lease_until > "
                 ":now - 365 days leaves a job whose worker died before an outage running "
-                "forever)"
+                "forever, and one whose lease was expired by hand, with lease_until = 0)"
             ),
         )
 

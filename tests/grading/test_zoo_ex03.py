@@ -3582,6 +3582,45 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "lease_s capped at 30 days (min(lease_s, 2592000): a lease of over a year cut short)",
+        "lease_runs_to_now_plus_lease_s_exactly",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + min(:lease_s, 30 * 86400),"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "an expired lease ignored once it ended over ten years ago (a window on lease_until)",
+        "an_old_job_behind_many_newer_ones_is_claimed",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now"
+                " AND lease_until > :now - 10 * 365 * 86400)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -3974,6 +4013,12 @@ SAYS: dict[str, str] = {
     "a redriven job skipped while its dead_reason is set (dead_reason IS NULL)": (
         "redriven twice after it"
     ),
+    "lease_s capped at 30 days (min(lease_s, 2592000): a lease of over a year cut short)": (
+        "lease_s=34560000.0"
+    ),
+    "an expired lease ignored once it ended over ten years ago (a window on lease_until)": (
+        "lease_until = 0"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -4060,6 +4105,8 @@ SEVERE = [
     "the lease token sha256 of the worker, now and a counter started at import",
     "random.seed(42) at import, the lease token from random.getrandbits(128)",
     "a redriven job skipped while its dead_reason is set (dead_reason IS NULL)",
+    "lease_s capped at 30 days (min(lease_s, 2592000): a lease of over a year cut short)",
+    "an expired lease ignored once it ended over ten years ago (a window on lease_until)",
 ]
 
 
