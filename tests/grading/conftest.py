@@ -17,6 +17,18 @@ pytest.register_assert_rewrite("gradingkit", "zoograding")
 
 from gradingkit import short_scratch  # noqa: E402 - after the rewrite is registered
 
+from labkit.grading.checks import use_grading_seed  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _check_s_own_scenes() -> Iterator[None]:
+    """Every test starts with ``check()``'s scenes: a test that graded in this process
+    (``grade_notebook`` sets the run's grading seed and keeps it, as the one process of
+    a grading worker should) must not hand its seed to the next test on the worker."""
+    use_grading_seed(None)
+    yield
+    use_grading_seed(None)
+
 
 @pytest.fixture
 def scratch() -> Iterator[Path]:
