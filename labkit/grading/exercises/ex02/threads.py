@@ -28,22 +28,10 @@ def attempt_from_a_thread_while_holding(
     is refused at once, as a second process is. A lock that makes this process's threads
     take turns first (a module-level threading.Lock or RLock) keeps the thread waiting,
     and it runs the job once the holder leaves. ``{"answer": ..., "while_held": bool}``
-    (``answer`` "" when the thread had not answered even after the holder left).
+    (``answer`` "" when the thread had not answered even after the holder left). The
+    scene of ``other_lock_from_a_thread_while_holding``, with one file for both threads.
     """
-    out: dict[str, Any] = {"answer": ""}
-
-    def other() -> None:
-        out["answer"] = attempt(values, path)
-
-    with fresh_state(values):
-        attempt(values, path)  # here first, so a stub says "not started yet"
-        thread = threading.Thread(target=other, daemon=True)
-        with noted(out), need(values, "single_instance")(path):
-            thread.start()
-            thread.join(patience)
-            out["while_held"] = not thread.is_alive()
-        thread.join(5.0)
-    return out
+    return other_lock_from_a_thread_while_holding(values, path, path, patience)
 
 
 #: Calls a thread waits in: a lock's acquire (an Event's or a Condition's wait goes through
