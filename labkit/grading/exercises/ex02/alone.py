@@ -20,7 +20,7 @@ from unittest import mock
 
 from labkit.errors import AlreadyRunning
 from labkit.grading.exercises.common import fresh_state, need, noted
-from labkit.grading.exercises.ex02.forking import attempt, file_text
+from labkit.grading.exercises.ex02.forking import attempt, file_text, plain_holder
 from labkit.grading.stub import is_stub
 
 
@@ -83,10 +83,7 @@ def attempts_by_a_relative_path(values: MutableMapping[str, Any], folder: str) -
     elsewhere = pathlib.Path(folder) / "earlier"
     elsewhere.mkdir()
     before = os.getcwd()
-    with fresh_state(values), open(here / "report.lock", "a+") as holder:
-        fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        holder.write("1")
-        holder.flush()
+    with fresh_state(values), plain_holder(str(here / "report.lock")):
         os.chdir(elsewhere)
         try:
             attempt(values, "report.lock")

@@ -21,7 +21,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need
-from labkit.grading.exercises.ex02.forking import REAL_WRITE, Said, attempt, child
+from labkit.grading.exercises.ex02.forking import REAL_WRITE, Said, attempt, child, plain_holder
 
 
 def attempt_after_a_failed_start(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
@@ -114,10 +114,7 @@ def attempts_as_another_lock_reuses_a_closed_descriptor(
     out: dict[str, Any] = {"answers": [], "reused": [], "kept": []}
     with fresh_state(values):
         attempt(values, str(pathlib.Path(path).with_name("probe.lock")))  # a stub says so
-        with open(path, "a+") as holder:
-            fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            holder.write("1")
-            holder.flush()
+        with plain_holder(path):
             refused = _attempt_as_another_lock_reuses(values, path, other)
         taken = _attempt_as_another_lock_reuses(values, path, other)
     for answer, reused, kept in (refused, taken):

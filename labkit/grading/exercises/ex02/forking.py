@@ -11,6 +11,7 @@ same file. The harness functions (``harness.py``) are built from these.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import pathlib
@@ -47,6 +48,17 @@ def attempt(values: MutableMapping[str, Any], path: str) -> str:
         if type(exc).__name__ == "AlreadyRunning":
             return f"refused{'' if isinstance(exc, AlreadyRunning) else FOREIGN}: {exc}"
         return f"raised {type(exc).__name__}: {str(exc)[:160]}"
+
+
+@contextmanager
+def plain_holder(path: str, text: str = "1") -> Iterator[Any]:
+    """A plain holder of ``path`` for the block: the file opened, flocked and ``text``
+    written (its pid), as another process that took the lock would leave it."""
+    with open(path, "a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write(text)
+        held.flush()
+        yield held
 
 
 @contextmanager

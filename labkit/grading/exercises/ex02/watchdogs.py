@@ -26,7 +26,14 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need
-from labkit.grading.exercises.ex02.forking import REAL_WRITE, Said, attempt, child, file_text
+from labkit.grading.exercises.ex02.forking import (
+    REAL_WRITE,
+    Said,
+    attempt,
+    child,
+    file_text,
+    plain_holder,
+)
 from labkit.grading.exercises.ex02.holders import NEWCOMER
 from labkit.grading.exercises.wallclock import STEADY_CLOCK_IDS
 
@@ -303,10 +310,7 @@ def refusals_while_time_flies(
     """
     with fresh_state(values), contextlib.ExitStack() as stack:
         attempt(values, str(pathlib.Path(path).with_name("probe.lock")))  # a stub says so
-        holder = stack.enter_context(open(path, "a+"))
-        fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        holder.write(ALIVE_HOLDER)
-        holder.flush()
+        holder = stack.enter_context(plain_holder(path, ALIVE_HOLDER))
         inode = os.fstat(holder.fileno()).st_ino
 
         def body(fd: int) -> None:
