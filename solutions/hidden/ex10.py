@@ -21,11 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex10.checks import (
-    crash_at_202,
-    crash_while_posting,
-    poll_while_the_store_is_down,
-)
+from labkit.grading.exercises.ex10.crashes import crash_at_202, crash_while_posting
 from labkit.grading.exercises.ex10.served import (
     ALICE,
     BOB,
@@ -43,6 +39,7 @@ from labkit.grading.exercises.ex10.served import (
     served,
     texts_in,
 )
+from labkit.grading.exercises.ex10.status_checks import poll_while_the_store_is_down
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 
