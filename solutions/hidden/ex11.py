@@ -18,7 +18,7 @@ from random import Random
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex11.checks import (
+from labkit.grading.exercises.ex11.outbox import (
     HARNESS,
     NOW,
     ORDERS,
