@@ -12,7 +12,7 @@ from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.grading.checks import CheckFailed, Checks, Namespace
-from labkit.grading.exercises.ex11.harness import save_order
+from labkit.grading.exercises.ex11.meanwhile import save_order
 from labkit.grading.exercises.helpers import raised_error, raised_text
 from labkit.grading.exercises.labdb import rows_of
 from labkit.lang import _
