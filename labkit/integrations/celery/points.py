@@ -219,7 +219,7 @@ def _pool_child_dies_with_worker(**_: Any) -> None:
 
 
 #: Seconds between the pool checks of a worker under the lab (Celery's own: 5 s).
-LOST_CHECK_S = 0.25
+LOST_CHECK_S = 0.05
 
 
 @worker_ready.connect

@@ -51,10 +51,20 @@ def wait_until(
 
 def _stat(pid: int) -> list[str] | None:
     """``/proc/PID/stat`` after the command name: state, ppid, pgrp, ...; None if gone."""
+    # A plain read, not Path.read_text: the checks scan every process of the machine
+    # for a worker's pool children many times a check, and the text layer tripled it.
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
+    try:
+        stat = os.read(fd, 4096).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if ")" not in stat:
+        return None  # gone as it was read
     # The command name in parentheses may hold spaces; the fields after it do not.
     return stat.rsplit(")", 1)[1].split()
 
