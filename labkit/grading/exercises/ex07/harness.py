@@ -37,6 +37,7 @@ from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.grading.exercises.common import fresh_state, need, plain, raised
+from labkit.grading.exercises.ex07.lazy_locks import race_at_the_first_failures
 from labkit.grading.exercises.ex07.races import (
     CALLER_STEP_S,
     _state,
@@ -53,7 +54,6 @@ from labkit.grading.exercises.ex07.steps import (
     race_at_each_step_of_the_trial,
     race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,
-    race_at_the_first_failures,
 )
 from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 from labkit.grading.stub import is_stub
