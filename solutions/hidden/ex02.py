@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex02.checks import HARNESS, lock_path
 from labkit.grading.exercises.ex02.forking import FOREIGN
+from labkit.grading.exercises.ex02.holding import HARNESS, lock_path
 from labkit.lang import _
 
 CHECKS = Checks("ex02", hidden=True)
