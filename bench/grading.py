@@ -275,10 +275,11 @@ def in_process_scores(
     """
     import time as clock_module
 
-    from labkit.grading.checks import run_checks, use_grading_seed
+    from labkit.grading.checks import run_checks
     from labkit.grading.grade import find_notebooks, seeded_environment, warm_up
     from labkit.grading.isolation.student_side import run_cells
     from labkit.grading.scoring import score
+    from labkit.grading.seeds import use_grading_seed
 
     warm_up()
     # As `labkit grade --seed` does: the same generated inputs, the same time zone. Both

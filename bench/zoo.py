@@ -13,7 +13,7 @@ it, and every entry whose two scores differ is listed. Such an entry is scored i
 twice more: when those scores differ among themselves, the student's code decides its
 score anew in each process (a spread drawn from ``id(self)``), and it is listed apart.
 (The student's ``random`` module is seeded per check, from the run's seed, on both
-paths: ``checks.student_seed``.)
+paths: ``seeds.student_seed``.)
 
     .venv/bin/python bench/zoo.py                      # the whole zoo
     .venv/bin/python bench/zoo.py --exercise ex09      # one exercise's entries

@@ -9,7 +9,7 @@ for pure-Python loops (the usual culprit) and is harmless otherwise.
 
 nbgrader and otter-grader do the same job with cell metadata and Docker images; labkit
 keeps checks in plain Python modules the instructor owns, which is why it needs neither.
-The module is a little over 400 lines: the check, its outcome, its timeout and its
+The module is about 500 lines: the check, its outcome, its timeout and its
 report are one vocabulary every exercise's checks speak.
 """
 
@@ -34,6 +34,7 @@ from typing import Any
 
 from labkit.grading.course import PACKAGE
 from labkit.grading.isolation.channel import harness_target
+from labkit.grading.seeds import student_seed
 from labkit.grading.stub import is_stub
 from labkit.lang import _
 
@@ -150,40 +151,6 @@ def expect(ok: bool, expected: str, got: object, hint: str | None = None) -> Non
     """Fail the running check unless ``ok``; ``got`` is what the student's code produced."""
     if not ok:
         raise CheckFailed(expected, got if isinstance(got, str) else repr(got), hint)
-
-
-_grading_seed: list[int] = []
-
-
-def use_grading_seed(seed: int | None) -> None:
-    """Set (or, with None, clear) the seed ``labkit grade`` draws this run's inputs from.
-
-    Checks that generate inputs (``exercises.helpers.holds_for``) draw the same
-    examples on every ``check()``, so a student's failure replays; under ``labkit grade``
-    they draw from this seed instead, fresh for each run unless ``--seed`` names one,
-    so no fixed scene can be learned from ``check()``. The run prints it and keeps it
-    in ``run.json``.
-    """
-    _grading_seed.clear()
-    if seed is not None:
-        _grading_seed.append(seed)
-
-
-def grading_seed() -> int | None:
-    """The seed of this ``labkit grade`` run, or None in ``check()``."""
-    return _grading_seed[0] if _grading_seed else None
-
-
-def student_seed(check: str) -> str:
-    """What the student's ``random`` module is seeded with while ``check`` runs.
-
-    The lab's functions take a seeded ``random.Random``; code that draws from the module
-    instead (a mistake some checks catch) would otherwise score differently from run to
-    run, and between ``check()`` and ``labkit grade``. Seeded per check, from the run's
-    seed, a replay with ``--seed`` gives that code the same draws and the same score.
-    """
-    seed = grading_seed()
-    return f"{'check' if seed is None else seed}:{check}"
 
 
 @dataclass(frozen=True)

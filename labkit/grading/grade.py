@@ -35,7 +35,6 @@ from pathlib import Path
 
 from labkit.clock import Clock
 from labkit.grading import catalog
-from labkit.grading.checks import use_grading_seed
 from labkit.grading.course import hidden_of
 from labkit.grading.gradebook import Graded, NotebookStatus
 from labkit.grading.isolation import disk
@@ -43,6 +42,7 @@ from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.services import REDIS_SOCKET, SOCKET_PATH_MAX
 from labkit.grading.lanes import Settings, check_timeout_for, not_graded, run_notebook
 from labkit.grading.release import exercise_of
+from labkit.grading.seeds import use_grading_seed
 from labkit.lang import _
 
 #: Re-exported: the grading settings and their timeout rule live with the runner.

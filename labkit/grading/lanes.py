@@ -15,18 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.grading import catalog
-from labkit.grading.checks import (
-    DEFAULT_TIMEOUT,
-    Check,
-    CheckStatus,
-    Outcome,
-    run_check,
-    student_seed,
-)
+from labkit.grading.checks import DEFAULT_TIMEOUT, Check, CheckStatus, Outcome, run_check
 from labkit.grading.gradebook import Graded, NotebookStatus
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
+from labkit.grading.seeds import student_seed
 from labkit.lang import _
 
 
@@ -42,7 +36,7 @@ class Settings:
     #: where every call to the student's process waits for a CPU twice.
     timeout_factor: float = 1.0
     confinement: Confinement = field(default_factory=Confinement)
-    #: The seed generated inputs are drawn from (``checks.use_grading_seed``); None:
+    #: The seed generated inputs are drawn from (``seeds.use_grading_seed``); None:
     #: the fixed examples ``check()`` uses.
     seed: int | None = None
 

@@ -17,7 +17,7 @@ pytest.register_assert_rewrite("gradingkit", "zoograding")
 
 from gradingkit import short_scratch  # noqa: E402 - after the rewrite is registered
 
-from labkit.grading.checks import use_grading_seed  # noqa: E402
+from labkit.grading.seeds import use_grading_seed  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

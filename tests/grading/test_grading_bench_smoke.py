@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from gradingkit import ROOT
 
-from labkit.grading.checks import grading_seed
+from labkit.grading.seeds import grading_seed
 
 sys.path.insert(0, str(ROOT))
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from hypothesis import strategies as st
 
-from labkit.grading.checks import grading_seed, use_grading_seed
 from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.seeds import grading_seed, use_grading_seed
 
 
 @pytest.fixture(autouse=True)

@@ -16,18 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from labkit.grading.checks import (
-    Check,
-    CheckFailed,
-    Namespace,
-    StudentRaised,
-    run_check,
-    student_seed,
-)
+from labkit.grading.checks import Check, CheckFailed, Namespace, StudentRaised, run_check
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.limits import Limits
 from labkit.grading.isolation.remote import RemoteNamespace
+from labkit.grading.seeds import student_seed
 
 CELLS = [
     (0, "calls = 0\n"),

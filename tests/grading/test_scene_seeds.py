@@ -21,8 +21,9 @@ import pytest
 from gradingkit import HIDDEN, SOLUTIONS, namespace_of, notebook_for
 
 from labkit.grading import catalog
-from labkit.grading.checks import CheckStatus, Namespace, run_check, use_grading_seed
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.grading.seeds import use_grading_seed
 
 #: (exercise, check) for every check that draws its scene from a seed.
 SCENES = [

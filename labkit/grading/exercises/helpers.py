@@ -3,7 +3,7 @@
 ``holds_for(strategy, prop)`` runs ``prop`` on examples Hypothesis generates, a bounded
 number (no example database), so a check stays inside its timeout: in ``check()`` the
 same examples on every run (derandomized), so a student's failure replays exactly;
-under ``labkit grade`` examples drawn from the run's seed (``checks.grading_seed``).
+under ``labkit grade`` examples drawn from the run's seed (``seeds.grading_seed``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from hypothesis import (
 from hypothesis import core as hypothesis_core
 from hypothesis import strategies as st
 
-from labkit.grading.checks import CheckFailed, StudentRaised, grading_seed, where_words
+from labkit.grading.checks import CheckFailed, StudentRaised, where_words
+from labkit.grading.seeds import grading_seed
 from labkit.lang import _
 
 #: Every check that draws random numbers starts from this seed, so a failure replays.

@@ -29,8 +29,9 @@ from random import Random
 from typing import Any
 
 from labkit.explore.boundaries import Tracer, live, targets
-from labkit.grading.checks import CheckFailed, Namespace, grading_seed
+from labkit.grading.checks import CheckFailed, Namespace
 from labkit.grading.exercises.helpers import SEED
+from labkit.grading.seeds import grading_seed
 from labkit.grading.stub import is_stub_text
 from labkit.lang import _
 

@@ -387,7 +387,7 @@ class StudentProcess:
 
     def begin_check(self, seed: str | None = None) -> None:
         """Start a check in a fresh fork whose ``random`` module is seeded with ``seed``
-        (``checks.student_seed``)."""
+        (``seeds.student_seed``)."""
         self._seed = seed
         self.send(request(Op.CHECK, args=seed))
 

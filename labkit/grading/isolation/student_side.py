@@ -371,7 +371,7 @@ def main(requests: int, replies: int) -> None:
         child = os.fork()
         if child == 0:
             if isinstance(request.get("args"), str):
-                random.seed(request["args"])  # checks.student_seed: the same draws in-process
+                random.seed(request["args"])  # seeds.student_seed: the same draws in-process
             serve_check(values, reader, replies)
         # What was read past the "check" line belongs to the child, which has a copy.
         reader.discard()
