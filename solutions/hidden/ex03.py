@@ -1568,18 +1568,22 @@ def a_locked_database_is_not_an_empty_queue(ns: Namespace) -> None:
     )
 
 
-#: Keys that differ from the chosen job's (mail_digest:N:send:v1) only where a LIKE
-#: pattern or a comparison without case does not look: capitals, and the '_' that LIKE
-#: reads as any one character.
-_EX03_LOOKALIKES = ("Mail_Digest:{n}:send:v1", "mail-digest:{n}:send:v1", "MAIL.DIGEST:{n}:send:v1")
+#: The chosen job's key: a digest to every subscriber, its '*' a character like any other.
+_EX03_CHOSEN = "mail_digest:{n}:to:*:v1"
+#: Keys that differ from the chosen job's only where a LIKE pattern or a comparison
+#: without case does not look: capitals, and the '_' that LIKE reads as any one
+#: character.
+_EX03_LOOKALIKES = ("Mail_Digest:{n}:to:*:v1", "mail-digest:{n}:to:*:v1", "MAIL.DIGEST:{n}:to:*:v1")
+#: A key that the chosen one matches as a GLOB pattern ('*' reads as any text there).
+_EX03_GLOB_LOOKALIKE = "mail_digest:{n}:to:ann:v1"
 
 
 @CHECKS.add(
     2,
     "take the one job you chose, by its id (WHERE id = (SELECT id ...)): a claim that "
-    "finds its row again by key with LIKE, or without case, also takes jobs whose keys "
-    "only look alike (a '_' in a key matches any character, LIKE ignores case), a job "
-    "another worker holds or one already done among them",
+    "finds its row again by key with LIKE or GLOB, or without case, also takes jobs whose "
+    "keys only look alike (a '_' in a key matches any character, LIKE ignores case, a '*' "
+    "matches any text in GLOB), a job another worker holds or one already done among them",
     severe=True,
 )
 def a_claim_takes_only_the_job_it_chose(ns: Namespace) -> None:
@@ -1588,7 +1592,18 @@ def a_claim_takes_only_the_job_it_chose(ns: Namespace) -> None:
         now = float(rng.randrange(10_000, 2_000_000_000)) + 0.5
         n = rng.randrange(1, 1000)
         with lab_file(ns) as (conn, path):
-            chosen = add_job(conn, f"mail_digest:{n}:send:v1", run_after=now - 60)
+            chosen = add_job(conn, _EX03_CHOSEN.format(n=n), run_after=now - 60)
+            sibling = add_job(
+                conn,
+                _EX03_GLOB_LOOKALIKE.format(n=n),
+                state="running",
+                attempt=1,
+                run_after=now - 90,
+                lease_owner="w7",
+                lease_until=now + 600,
+                lease_token="live-w7",
+                updated_at=now - 20,
+            )
             held = add_job(
                 conn,
                 _EX03_LOOKALIKES[0].format(n=n),
@@ -1623,27 +1638,28 @@ def a_claim_takes_only_the_job_it_chose(ns: Namespace) -> None:
                 new_state=after[job_id]["state"],
                 owner=repr(after[job_id]["lease_owner"]),
             )
-            for job_id in (held, done, later)
+            for job_id in (held, sibling, done, later)
             if after[job_id] != before[job_id]
         ]
         expect(
             (got or {}).get("id") == chosen and not changed,
             _(
                 "job {chosen} ({key}) claimed at now={now!r}, and only it: jobs {held} (held "
-                "by w9), {done} (succeeded) and {later} (due in an hour), whose keys only look "
-                "alike, left as they were"
+                "by w9), {sibling} (held by w7), {done} (succeeded) and {later} (due in an "
+                "hour), whose keys only look alike, left as they were"
             ).format(
                 chosen=chosen,
                 key=repr(before[chosen]["key"]),
                 now=now,
                 held=held,
+                sibling=sibling,
                 done=done,
                 later=later,
             ),
             "; ".join(changed) or _ex03_said(got),
             _(
                 "UPDATE jobs ... WHERE id = (SELECT id ... LIMIT 1): the id, compared with =, "
-                "never a key matched with LIKE, lower() or COLLATE NOCASE"
+                "never a key matched with LIKE, GLOB, lower() or COLLATE NOCASE"
             ),
         )
 

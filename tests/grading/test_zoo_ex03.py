@@ -3621,6 +3621,54 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "SELECT in BEGIN IMMEDIATE, then UPDATE ... WHERE key GLOB the key read (a '*' in it)",
+        "a_claim_takes_only_the_job_it_chose",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = conn.execute(
+                    "SELECT key FROM jobs WHERE"
+                    " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                    " OR (state = 'running' AND lease_until <= :now)"
+                    " ORDER BY run_after, id LIMIT 1",
+                    {"now": now},
+                ).fetchone()
+                row = None
+                if found is not None:
+                    row = conn.execute(
+                        "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                        " lease_owner = :worker, lease_until = :now + :lease_s,"
+                        " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                        " WHERE key GLOB :key RETURNING *",
+                        {"worker": worker, "now": now, "lease_s": lease_s, "key": found[0]},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "claim returns the sqlite3.Row itself (return row, not dict(row))",
+        "returns_the_claimed_row_whole",
+        """
+        def claim(conn, worker, now, lease_s):
+            return conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+        """,
+    ),
 ]
 
 
@@ -4019,6 +4067,10 @@ SAYS: dict[str, str] = {
     "an expired lease ignored once it ended over ten years ago (a window on lease_until)": (
         "lease_until = 0"
     ),
+    "SELECT in BEGIN IMMEDIATE, then UPDATE ... WHERE key GLOB the key read (a '*' in it)": (
+        "whose keys only look alike"
+    ),
+    "claim returns the sqlite3.Row itself (return row, not dict(row))": ("claim to return a dict"),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -4107,6 +4159,7 @@ SEVERE = [
     "a redriven job skipped while its dead_reason is set (dead_reason IS NULL)",
     "lease_s capped at 30 days (min(lease_s, 2592000): a lease of over a year cut short)",
     "an expired lease ignored once it ended over ten years ago (a window on lease_until)",
+    "SELECT in BEGIN IMMEDIATE, then UPDATE ... WHERE key GLOB the key read (a '*' in it)",
 ]
 
 
@@ -4514,6 +4567,83 @@ def claim(conn, worker, now, lease_s):
                 "WHERE id = (SELECT id", "WHERE key = (SELECT key"
             )
         ),
+    ),
+    (
+        "BEGIN (deferred) ... COMMIT around the one UPDATE ... RETURNING, ROLLBACK on any error",
+        "claim_is_one_statement",
+        """
+def claim(conn, worker, now, lease_s):
+    conn.execute("BEGIN")
+    try:
+        row = conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+            " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+            " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+            " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+            " OR (state = 'running' AND lease_until <= :now)"
+            " ORDER BY run_after, id LIMIT 1) RETURNING *",
+            {"worker": worker, "now": now, "lease_s": lease_s},
+        ).fetchone()
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return None if row is None else dict(row)
+""",
+    ),
+    (
+        "the token random hex with the worker's name after it (randomblob(16) || worker)",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        _claim_with(
+            _CLAIM_SQL.format(pick=f"= ({_READY})").replace(_TOKEN, _TOKEN + " || ':' || :worker")
+        ),
+    ),
+    (
+        "the token from a random.Random() made at each call (seeded from the OS every time)",
+        "tokens_differ_between_worker_processes",
+        """
+import random
+def claim(conn, worker, now, lease_s):
+    row = conn.execute(SQL, {"worker": worker, "now": now, "lease_s": lease_s,
+                             "token": "%032x" % random.Random().getrandbits(128)}).fetchone()
+    return None if row is None else dict(row)
+""".replace("SQL", repr(_TOKEN_SQL)),
+    ),
+    (
+        "states compared through lower(state) (the table's CHECK allows lower case only)",
+        "respects_run_after_and_state",
+        _claim_with(
+            _CLAIM_SQL.format(pick=f"= ({_READY})")
+            .replace("(state IN", "(lower(state) IN")
+            .replace("(state = 'running'", "(lower(state) = 'running'")
+        ),
+    ),
+    (
+        "the claimed row's dict built from cur.description's column names (a cursor)",
+        "returns_the_claimed_row_whole",
+        """
+        def claim(conn, worker, now, lease_s):
+            cur = conn.cursor()
+            cur.execute(
+                \"\"\"
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, tuple(row)))
+    """,
     ),
 ]
 

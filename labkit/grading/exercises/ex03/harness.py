@@ -60,14 +60,26 @@ def _claim_on(
     values: MutableMapping[str, Any], conn: Any, worker: str, now: float, lease_s: float
 ) -> dict[str, Any]:
     """The student's ``claim`` on ``conn``, which is closed after: its outcome, a row as
-    plain data."""
+    plain data, and ``not_a_dict`` (the type's name) when what it returned was neither
+    None nor a dict (a ``sqlite3.Row`` handed back as it came)."""
+    student = need(values, "claim")
+    kinds: list[str] = []
+
+    def noted_kind(*args: Any) -> Any:
+        got = student(*args)
+        if got is not None and not isinstance(got, dict):
+            kinds.append(type(got).__name__)
+        return got
+
     try:
         with fresh_state(values):
-            result = outcome(need(values, "claim"), conn, worker, now, lease_s)
+            result = outcome(noted_kind, conn, worker, now, lease_s)
     finally:
         conn.close()
     if "returned" in result:
         result["returned"] = plain_row(result["returned"])
+        if kinds:
+            result["not_a_dict"] = kinds[0]
     return result
 
 

@@ -131,6 +131,15 @@ def returns_the_claimed_row_whole(ns: Namespace) -> None:
             ),
             shown if got is not None else "None",
         )
+        expect(
+            "not_a_dict" not in result,
+            _("claim to return a dict, dict(row), as its docstring says"),
+            _("it returned a {type}").format(type=result.get("not_a_dict")),
+            _(
+                "return dict(row): a sqlite3.Row has no .get(), 'key' in row looks among its "
+                "values, and json.dumps refuses it"
+            ),
+        )
 
 
 @CHECKS.add(
