@@ -8035,11 +8035,152 @@ ZOO: list[tuple[str, str, str, str]] = [
             return fresh is not None
         """,
     ),
+    (
+        "ex13",
+        # The guard re-tests readiness only: a take landing between the SELECT and the
+        # UPDATE fills the account's cap, and the stale pick still goes through.
+        "claim_capped SELECTs, then an UPDATE guarded on the job still ready, never on the cap",
+        "a_take_between_the_read_and_the_write_still_counts",
+        '''
+        _READY = """((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                     OR (state = 'running' AND lease_until <= :now))"""
+        _BUSY = """(SELECT count(*) FROM jobs r WHERE r.queue = jobs.queue
+                      AND r.state = 'running' AND r.lease_until > :now)"""
+        def claim_capped(conn, worker, now, lease_s, cap):
+            params = {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap}
+            while True:
+                found = conn.execute(
+                    f"SELECT id FROM jobs WHERE {_READY} AND {_BUSY} < :cap"
+                    f" ORDER BY {_BUSY}, run_after, id LIMIT 1", params).fetchone()
+                if found is None:
+                    return None
+                row = conn.execute(
+                    "UPDATE jobs" + CLAIM_SET + f" WHERE id = :id AND {_READY} RETURNING *",
+                    {**params, "id": found[0]}).fetchone()
+                if row is not None:
+                    return dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        # An older job of the queue redriven and taken between the read and the write is
+        # the running head then: the stale pick runs beside it.
+        "serial: head SELECTed, then an UPDATE guarded on it still ready, not still the head",
+        "a_take_between_the_read_and_the_write_still_counts",
+        '''
+        _READY = """((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                     OR (state = 'running' AND lease_until <= :now))"""
+        def claim_serial(conn, worker, now, lease_s):
+            params = {"worker": worker, "now": now, "lease_s": lease_s}
+            while True:
+                found = conn.execute(
+                    "SELECT id FROM jobs WHERE id IN (SELECT min(id) FROM jobs WHERE state IN"
+                    " ('pending', 'retry_wait', 'running') GROUP BY queue)"
+                    f" AND {_READY} ORDER BY run_after, id LIMIT 1", params).fetchone()
+                if found is None:
+                    return None
+                row = conn.execute(
+                    "UPDATE jobs" + CLAIM_SET + f" WHERE id = :id AND {_READY} RETURNING *",
+                    {**params, "id": found[0]}).fetchone()
+                if row is not None:
+                    return dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped counts busy jobs up to a LIMIT of 1000 (a bigger cap never reached)",
+        "busy_means_running_now",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = (
+                "(SELECT count(*) FROM (SELECT 1 FROM jobs r WHERE r.queue = c.queue"
+                " AND r.state = 'running' AND r.lease_until > :now LIMIT 1000))"
+            )
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + f"""
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND {busy} < :cap
+                        ORDER BY {busy}, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped compares accounts NFC-normalised (two spellings of 'cafe' share a cap)",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        import unicodedata
+        _reference_capped = claim_capped
+        class _Normalised:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace("r.queue = c.queue", "nfc(r.queue) = nfc(c.queue)")
+                return self.conn.execute(sql, params)
+        def claim_capped(conn, worker, now, lease_s, cap):
+            conn.create_function("nfc", 1, lambda s: unicodedata.normalize("NFC", s))
+            return _reference_capped(_Normalised(conn), worker, now, lease_s, cap)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial queues grouped NFKC-normalised (two spellings of 'cafe' are one queue)",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        import unicodedata
+        _reference_serial = claim_serial
+        class _Normalised:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace("GROUP BY queue", "GROUP BY nfkc(queue)")
+                return self.conn.execute(sql, params)
+        def claim_serial(conn, worker, now, lease_s):
+            conn.create_function("nfkc", 1, lambda s: unicodedata.normalize("NFKC", s))
+            return _reference_serial(_Normalised(conn), worker, now, lease_s)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped clamps the cap to 1000 (min(cap, 1000)): a bigger cap is never reached",
+        "busy_means_running_now",
+        """
+        _reference_capped = claim_capped
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(conn, worker, now, lease_s, min(cap, 1000))
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "claim_capped compares accounts NFC-normalised (two spellings of 'cafe' share a cap)": (
+        "Bolt and 'caf\\xe9' are at their cap"
+    ),
+    "serial queues grouped NFKC-normalised (two spellings of 'cafe' are one queue)": (
+        "Sync and 'caf\\xe9' are other queues"
+    ),
+    "claim_capped SELECTs, then an UPDATE guarded on the job still ready, never on the cap": (
+        "so the claim takes no job of acme"
+    ),
+    "serial: head SELECTed, then an UPDATE guarded on it still ready, not still the head": (
+        "so the claim takes no job of order:7"
+    ),
+    "claim_capped counts busy jobs up to a LIMIT of 1000 (a bigger cap never reached)": (
+        "(both at their cap)"
+    ),
+    "claim_capped clamps the cap to 1000 (min(cap, 1000)): a bigger cap is never reached": (
+        "(both at their cap)"
+    ),
     "the relay returns only the 'order.placed' ids it published (other topics left out)": (
         "relay_once to return the same ids in the same order"
     ),
@@ -8605,6 +8746,8 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "claim_capped SELECTs, then an UPDATE guarded on the job still ready, never on the cap",
+    "serial: head SELECTed, then an UPDATE guarded on it still ready, not still the head",
     "serial heads looked for only among jobs due within a week (a look-ahead window)",
     "the relay marks a body that is not JSON sent without publishing it (a poison guard)",
     "the relay skips a body that is not JSON and goes on (it stays pending for good)",

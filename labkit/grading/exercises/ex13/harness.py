@@ -13,6 +13,9 @@ scaled down to it, for the backlog scenes.
 ``claim_while_the_old_holder_finishes`` lets a job's old holder finish it, fenced on its
 token, right after the claim's first committed write.
 ``claim_kills`` kills one claim right after each of its writes (``killsweep``).
+``claim_with_a_take_after_its_read`` lets another worker take a job right after the
+claim's first plain read, before the claim wrote anything: a claim that picks in one
+statement and takes in another must still hold the cap (or the head) at its write.
 ``on_one_connection`` makes several claims on ONE connection, as a long-lived worker
 does, the same connection object in every call: a transaction a claim leaves open, or
 state it keeps per ``id(conn)``, shows in the next. Rows come back as plain dicts; the
@@ -21,7 +24,7 @@ check reads the table itself to judge.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,7 @@ from labkit.grading.exercises.labdb import add_job, connect
 from labkit.grading.exercises.limits import LimitsSeen
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.tracing import Rows, Traced, Watched, WriteLock, verb_of
 from labkit.grading.exercises.wallclock import in_time_zone
 
 CLAIMS = ("claim_capped", "claim_serial")
@@ -350,3 +353,64 @@ def claim_kills(
         return None
 
     return sweep(folder, ["jobs.db"], once, gone, seed)
+
+
+class _ActsAfterItsFirstRead(Traced):
+    """``Traced`` that lets another party act once, right after the first plain read (a
+    SELECT made without the write lock) that comes before the call's first change. A
+    claim that takes in one statement, or reads under BEGIN IMMEDIATE, never lets it act."""
+
+    def __init__(self, conn: Any, then: Callable[[], None]) -> None:
+        super().__init__(conn, pause=0.0)
+        self.then: Callable[[], None] | None = then
+        self._changes = conn.total_changes
+        self._reads = WriteLock()
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        plain = self._reads.plain_read(self._conn, sql) and verb_of(sql) == "SELECT"
+        cursor = super().execute(sql, params)
+        if not (plain and self.then is not None and self._conn.total_changes == self._changes):
+            return cursor
+        rows = cursor.fetchall()  # read to its end: the read is over before the other acts
+        then, self.then = self.then, None
+        then()
+        return Rows(rows, cursor.rowcount, cursor.lastrowid, description=cursor.description)
+
+
+def claim_with_a_take_after_its_read(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    write: str,
+    params: dict[str, Any],
+    *extra: Any,
+) -> dict[str, Any]:
+    """One ``NAME(conn, worker, now, lease_s, *extra)`` on a new connection; right after its
+    first plain read made before any change of its own, another worker runs ``write``
+    (with ``params``) on a connection of its own, as a worker whose claim lands between
+    the read and the write does. The outcome (a row as plain data), and ``"acted"``:
+    whether ``write`` ran and changed a row."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    acted: list[bool] = []
+
+    def other() -> None:
+        conn = connect(path, timeout=2.0)
+        try:
+            acted.append(conn.execute(write, params).rowcount > 0)
+        finally:
+            conn.close()
+
+    conn = _ActsAfterItsFirstRead(connect(path), other)
+    try:
+        with fresh_state(values):
+            result = outcome(values[name], conn, worker, now, lease_s, *extra)
+    finally:
+        conn.close()
+    if "returned" in result:
+        result["returned"] = plain_row(result["returned"])
+    result["acted"] = bool(acted and acted[0])
+    return result
