@@ -78,11 +78,19 @@ LOOKALIKES += ("ana     maria",)
 #: header (no header injection), cut at its first line (splitlines()[0]) or stripped of
 #: invisible characters makes two keys one.
 LOOKALIKES += ("ana\nmaria", "ana\r\nmaria", "ana\u200bmaria")
+#: "josé" again as an ASCII escape would write its accent, in the key itself: a backslash
+#: escape ("\\xe9"), an HTML character reference ("&#233;") and percent-encoded UTF-8
+#: ("%C3%A9"). A key made ASCII for a header with encode("ascii", "backslashreplace") or
+#: ("xmlcharrefreplace"), or percent-encoded but for what is already printable
+#: (quote(key, safe=string.printable)), escapes the accent but not the escape character
+#: itself ('\\', '&', '%'), and makes two keys one.
+LOOKALIKES += ("jos\\xe9", "jos&#233;", "jos%C3%A9")
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """One ``kind`` job per look-alike name, five whose keys differ in a leading or a
-    trailing space or in quotes around them (strip('"')), two whose keys differ in the
+    """One ``kind`` job per look-alike name, six whose keys differ in a leading or a
+    trailing space, in quotes around them (strip('"')) or in a trailing newline (a key
+    with its line end stripped for a header, rstrip("\\n")), two whose keys differ in the
     number before ``:v1``, and two whose keys differ in a letter of their prefix after it
     (``lana``, ``ana``)."""
     jobs = [
@@ -91,7 +99,7 @@ def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
     ]
     jobs += [
         (kind, {"customer": "bob", "amount": 900}, f"{lead}billing:bob:2026-05:{kind}:v1{end}")
-        for lead, end in (("", ""), ("", " "), (" ", ""), ('"', '"'), ("'", "'"))
+        for lead, end in (("", ""), ("", " "), (" ", ""), ('"', '"'), ("'", "'"), ("", "\n"))
     ]
     # Keys that end in a number before ':v1': rstrip(":v1") strips characters, not the
     # suffix, and makes both "...:1:v1" and "...:11:v1" into "...:".
@@ -113,7 +121,8 @@ def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
 @CHECKS.add(
     2,
     "the Idempotency-Key and the ledger mark are the job's key as it is: stripped of its "
-    "'_', '-', quotes or spaces, its accents turned into '?', its ligatures folded or its "
+    "'_', '-', quotes or spaces, its accents turned into '?' (or escaped as '\\xe9', '&#233;' or "
+    "'%C3%A9' but not its backslashes, ampersands or percent signs), its ligatures folded or its "
     "Unicode normalised (NFC) to make it 'safe' for a header, or its prefix taken off with "
     "lstrip('billing:') (which strips letters, not a prefix), two jobs' keys become one and "
     "the second job is never charged or posted",
@@ -720,6 +729,11 @@ RATE_LIMIT_RETRY_AFTER_S = 2.5
 #: And a long one, met with the handler's time.sleep passing at once: a wait capped by a
 #: limit of the handler's own (min(retry_after, 5)) charges again before it is over.
 LONG_RETRY_AFTER_S = 45.0
+#: How much longer than the Retry-After a wrapped 429's retry_after may say: a margin of
+#: one's own (max(retry_after, 60), a doubling) is fine; the worker's own backoff is capped
+#: at 5 minutes. A retry_after read as milliseconds (x 1000: 45 s become 12.5 hours) holds
+#: the job back for hours, past any deadline it has.
+RETRY_AFTER_MARGIN_S = 300.0
 
 
 @CHECKS.add(
@@ -772,6 +786,16 @@ def _after_a_429(ns: Namespace, seconds: float, sleeps_pass: bool) -> None:
         _("it raised {raised} with retry_after {after}").format(raised=got["raised"], after=after),
         "let the API's TransientError out as it is, or pass retry_after=exc.retry_after "
         "when you wrap it",
+    )
+    expect(
+        after <= max(seconds * 10, seconds + RETRY_AFTER_MARGIN_S),
+        _(
+            "after a 429 saying Retry-After: {s:g}s, an error out of charge_handler with a "
+            "retry_after in seconds, no later than {most:g}s"
+        ).format(s=seconds, most=max(seconds * 10, seconds + RETRY_AFTER_MARGIN_S)),
+        _("it raised {raised} with retry_after {after}").format(raised=got["raised"], after=after),
+        "retry_after is in seconds, as the API's is: pass exc.retry_after as it is; made "
+        "milliseconds (x 1000) it holds the job back for hours, past any deadline it has",
     )
 
 

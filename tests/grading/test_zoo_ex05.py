@@ -2785,6 +2785,88 @@ ZOO: list[tuple[str, str, str, str]] = [
                 raise
     """,
     ),
+    (
+        "ex05",
+        "an Idempotency-Key made ASCII with encode('ascii', 'backslashreplace')",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = job.key.encode("ascii", "backslashreplace").decode("ascii")
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key made ASCII with HTML character references (xmlcharrefreplace)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = job.key.encode("ascii", "xmlcharrefreplace").decode("ascii")
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key percent-encoded but for its printable characters "
+        "(quote(key, safe=string.printable): '%' is kept as it is)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import string
+        from urllib.parse import quote
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = quote(job.key, safe=string.printable)
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark made ASCII with encode('ascii', 'backslashreplace')",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def post_handler(job, ctx):
+            mark = job.key.encode("ascii", "backslashreplace").decode("ascii")
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with its trailing newline stripped for a header (rstrip('\\n'))",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = job.key.rstrip("\\n")
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 wrapped with its Retry-After made milliseconds (retry_after * 1000: hours)",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429:
+                    raise
+                raise TransientError(f"rate limited: {job.key}", status=429,
+                                     retry_after=(exc.retry_after or 0) * 1000) from exc
+    """,
+    ),
 ]
 
 
@@ -3261,6 +3343,50 @@ SAYS.update(
 )
 
 
+SAYS.update(
+    {
+        "an Idempotency-Key made ASCII with encode('ascii', 'backslashreplace')": (
+            "that differ only in punctuation"
+        ),
+        "an Idempotency-Key made ASCII with HTML character references (xmlcharrefreplace)": (
+            "that differ only in punctuation"
+        ),
+        "an Idempotency-Key percent-encoded but for its printable characters "
+        "(quote(key, safe=string.printable): '%' is kept as it is)": (
+            "that differ only in punctuation"
+        ),
+        "the ledger mark made ASCII with encode('ascii', 'backslashreplace')": (
+            "that differ only in punctuation"
+        ),
+        "a 429 wrapped with its Retry-After made milliseconds (retry_after * 1000: hours)": (
+            "a retry_after in seconds, no later than"
+        ),
+        "an Idempotency-Key with its trailing newline stripped for a header (rstrip('\\n'))": (
+            "that differ only in punctuation"
+        ),
+    }
+)
+GOT.update(
+    {
+        "an Idempotency-Key made ASCII with encode('ascii', 'backslashreplace')": (
+            "'billing:jos\\\\xe9:2026-05:charge:v1': 0"
+        ),
+        "an Idempotency-Key made ASCII with HTML character references (xmlcharrefreplace)": (
+            "'billing:jos&#233;:2026-05:charge:v1': 0"
+        ),
+        "an Idempotency-Key percent-encoded but for its printable characters "
+        "(quote(key, safe=string.printable): '%' is kept as it is)": (
+            "'billing:jos%C3%A9:2026-05:charge:v1': 0"
+        ),
+        "a 429 wrapped with its Retry-After made milliseconds (retry_after * 1000: hours)": (
+            "with retry_after 2500.0"
+        ),
+        "an Idempotency-Key with its trailing newline stripped for a header (rstrip('\\n'))": (
+            "'billing:bob:2026-05:charge:v1\\n': 0"
+        ),
+    }
+)
+
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
 
 
@@ -3658,6 +3784,92 @@ RIGHT: list[tuple[str, str, str]] = [
                     return reply
                 except StoreBusy:
                     time.sleep(0.5)
+        """,
+    ),
+    (
+        "a uuid5 of the job's key as the Idempotency-Key (122 bits, one per key)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import uuid
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = str(uuid.uuid5(uuid.NAMESPACE_URL, job.key))
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+        """,
+    ),
+    (
+        "a 409 waited out briefly, then the committed charge's own reply read from payments.find",
+        "a_409_answered_by_find_keeps_the_reply",
+        """
+        import time
+
+        from labkit.world.services import KeyInProgress
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except KeyInProgress:
+                time.sleep(0.05)
+                found = ctx.world.payments.find(job.key)
+                if found:
+                    return found[-1].response
+                raise
+        """,
+    ),
+    (
+        "a 429 wrapped in a TransientError of its own with a margin (max(retry_after, 60))",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429:
+                    raise
+                raise TransientError(f"rate limited: {job.key}", status=429,
+                                     retry_after=max(exc.retry_after or 0, 60)) from exc
+        """,
+    ),
+    (
+        "a 429 slept out on the injected clock (ctx.clock.sleep(retry_after)), then charged again",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429 or not exc.retry_after:
+                    raise
+                ctx.clock.sleep(exc.retry_after)
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+        """,
+    ),
+    (
+        "a 409 waited out on the injected clock (ctx.clock.sleep) until the reply comes",
+        "a_409_fails_the_attempt",
+        """
+        from labkit.world.services import KeyInProgress
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            while True:
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except KeyInProgress as exc:
+                    ctx.clock.sleep(min(exc.retry_after or 0.05, 0.05))
         """,
     ),
 ]

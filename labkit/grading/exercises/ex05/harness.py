@@ -479,6 +479,22 @@ class _RateLimitedPayments:
         return []
 
 
+class _SleepingClock:
+    """The injected clock of ``rate_limited_charge``'s context: its ``sleep`` is
+    ``time.sleep`` (looked up at each call, so ``_sleeps_passed`` counts it too), its
+    ``now`` the wall clock plus what was slept at once. A handler that sleeps out a 429 on
+    ``ctx.clock`` waits as one that calls ``time.sleep`` does."""
+
+    def __init__(self, payments: Any) -> None:
+        self._payments = payments
+
+    def now(self) -> float:
+        return time.time() + float(self._payments.slept)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
 @contextmanager
 def _sleeps_passed(values: MutableMapping[str, Any], payments: Any) -> Iterator[None]:
     """``time.sleep`` (and the student's own name for it) passes at once, adding the
@@ -516,7 +532,7 @@ def rate_limited_charge(
     reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
     payments = _RateLimitedPayments(reply, retry_after)
     with _sleeps_passed(values, payments) if sleeps_pass else contextlib.nullcontext():
-        got, error = handled_once(values, folder, job, payments)
+        got, error = handled_once(values, folder, job, payments, clock=_SleepingClock(payments))
     got["calls"] = payments.calls
     # How long after the 429 the handler charged again itself (None: it did not).
     times = payments.times

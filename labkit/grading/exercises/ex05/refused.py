@@ -60,20 +60,28 @@ def handled_once(
     later: dict[str, Any] | None = None,
     ledger: Any = None,
     handler: str = "charge_handler",
+    clock: Any = None,
 ) -> tuple[dict[str, Any], Exception | None]:
     """The student's ``charge_handler`` (or ``handler``) called once for ``job`` (enqueued
     in a new store in ``folder``, then with the fields ``later`` gives, as the store hands
     it on a later run) with ``payments`` as the world's payment API and ``ledger`` as its
     ledger: ``{"returned": repr}`` or ``{"raised": "ErrorClass: message"}``, and the error
-    itself (None when it returned)."""
+    itself (None when it returned).
+
+    ``ctx.clock`` and ``ctx.world.clock`` are ``clock`` (a ``FakeClock`` when none is
+    given), as a worker's context and world have one: a handler that waits on the injected
+    clock (``ctx.clock.sleep(exc.retry_after)``) finds it here too."""
     kind, payload, key = job
     with JobStore(Path(folder) / "jobs.db", FakeClock(LAB_EPOCH)) as store:
         store.enqueue(kind, payload, key=key)
         the_job = store.get_by_key(key)
     if the_job is not None and later:
         the_job = dataclasses.replace(the_job, **later)
+    clock = FakeClock(LAB_EPOCH) if clock is None else clock
     ctx = types.SimpleNamespace(
-        world=types.SimpleNamespace(payments=payments, ledger=ledger), point=lambda *a, **k: None
+        world=types.SimpleNamespace(payments=payments, ledger=ledger, clock=clock),
+        point=lambda *a, **k: None,
+        clock=clock,
     )
     with fresh_state(values):
         try:
