@@ -169,6 +169,25 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
         ).format(fingerprint=want[:16], count=f"{MANY_ITEMS:,}", last=MANY_ITEMS - 1),
         f"{str(got)[:16]}...",
     )
+    # A long payload, past every width written in the code: still SHA-256 of the whole
+    # canonical JSON (not another digest, nor hash(), for what is "too long").
+    length = past_every_cut(ns.harness(HARNESS + "ints_written_in", ["payload_fingerprint"]))
+    long = {"note": "x" * length, "amount_cents": 1990}
+    text = json.dumps(long, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    want = hashlib.sha256(text.encode()).hexdigest()
+    got = ns.payload_fingerprint(long)
+    expect(
+        got == want,
+        _(
+            "{fingerprint}... for a payload with a note of {length} characters (SHA-256 of the "
+            "whole canonical JSON, however long)"
+        ).format(fingerprint=want[:16], length=f"{length:,}"),
+        f"{str(got)[:16]}...",
+        _(
+            "hash every payload the same way, hashlib.sha256 of its canonical JSON: another "
+            "digest (or hash()) for a long one is a fingerprint no other worker makes"
+        ),
+    )
     holds_for(PAYLOADS, exact, examples=40)
 
 
@@ -222,6 +241,9 @@ TWIN_KEYS = [
     # A NUL character is part of a key too: a key with it dropped (PostgreSQL's text
     # columns refuse it) gives both one entry.
     ("billing:INV\x007:charge:v1", "billing:INV7:charge:v1"),
+    # At the end too: a key with its trailing NULs stripped (rstrip('\x00'), as a C
+    # string or a fixed-width field is read) gives both one entry.
+    ("billing:7:charge:v1\x00", "billing:7:charge:v1"),
 ]
 
 
@@ -532,6 +554,50 @@ def key_is_made_anew_in_every_call(ns: Namespace) -> None:
 
 HARNESS = "labkit.grading.exercises.ex01.harness:"
 
+
+@CHECKS.add(
+    1,
+    "a long key, payload or stored key is the same in every process: shortened with "
+    "hash() (salted per process) or a random suffix, a worker restarted after a deploy "
+    "makes another key or fingerprint for the same intent, and its retry runs again or is "
+    "refused as a conflict",
+    timeout=30.0,
+    severe=True,
+)
+def long_inputs_are_the_same_in_another_process(ns: Namespace) -> None:
+    names = ["operation_key", "payload_fingerprint", "accept"]
+    length = past_every_cut(ns.harness(HARNESS + "ints_written_in", names))
+    rows = ns.harness(HARNESS + "long_inputs_in_another_process", length)
+    said = {
+        "key": _(
+            "the same key for an entity id of {length} characters here and in a new Python "
+            "process (another hash seed, as a worker restarted after a deploy)"
+        ),
+        "fingerprint": _(
+            "the same fingerprint for a payload with a note of {length} characters here and "
+            "in a new Python process (another hash seed)"
+        ),
+        "repeat": _(
+            "the same answer for the retry of a key of {length} characters, on the store "
+            "accept filled here, in a new Python process (another hash seed)"
+        ),
+    }
+    for what in ("key", "fingerprint", "repeat"):
+        row = rows[what]
+        if row is None:
+            continue  # no such call there: judged by the other checks
+        expect(
+            row["same"],
+            said[what].format(length=f"{length:,}"),
+            _("{here} here, {there} there").format(here=row["here"], there=row["there"]),
+            _(
+                "make a long input short only with hashlib (sha256 of its text), never with "
+                "hash(), uuid4() or random: hash() of a str is salted per process, so the key "
+                "(or the fingerprint) of a long intent differs in every worker"
+            ),
+        )
+
+
 #: The same field with two different non-ASCII values: a fingerprint of text encoded as
 #: latin-1, ASCII or the locale's encoding (with errors="replace"), or folded to ASCII,
 #: gives both one fingerprint.
@@ -604,6 +670,32 @@ def a_payload_json_cannot_hold_raises(ns: Namespace) -> None:
                 "it cannot encode must raise, not pass for another payload"
             ),
         )
+    # A lone surrogate is no text UTF-8 can encode: encoded anyway (errors=
+    # "surrogatepass", or "backslashreplace"), it gets a fingerprint the contract never
+    # makes, which no other worker's (nor the store's) fingerprint of it matches.
+    for payload, _lossy in LOSSY_PAIRS:
+        if not isinstance(payload, dict) or not any(map(_lone_surrogate, payload.values())):
+            continue
+        try:
+            got = ns.payload_fingerprint(payload)
+        except StudentRaised:
+            continue  # what the contract's encode("utf-8") does
+        expect(
+            False,
+            _("an error for {payload}: UTF-8 cannot encode a lone surrogate").format(
+                payload=ascii(payload)
+            ),
+            _("the fingerprint {fingerprint}...").format(fingerprint=str(got)[:16]),
+            _(
+                "encode the canonical JSON with text.encode('utf-8') and no errors= "
+                "(not 'surrogatepass', not 'replace'): what UTF-8 cannot encode must raise"
+            ),
+        )
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether ``value`` is text holding a lone surrogate (U+D800 to U+DFFF)."""
+    return isinstance(value, str) and any("\ud800" <= ch <= "\udfff" for ch in value)
 
 
 #: Fields a retry tends to change: the same key with another value in one of them is
@@ -1451,6 +1543,33 @@ def accept_keeps_each_call_to_itself(ns: Namespace) -> None:
                 "read it back. Keep them in local variables"
             ),
         )
+
+    # The same key, sent by another thread to another tenant's store (empty) while this
+    # call reads `seen`: two stores, two operations, each new. An in-flight guard kept
+    # beside the stores (a module-level set of the keys being accepted) answers the second
+    # from the first, False (or an error), and that tenant's work never runs.
+    [row] = ns.harness(
+        HARNESS + "accept_between_two_workers", key, payload, changed, key, payload, ["new"]
+    )
+    expect(
+        answered(row["result"], new=True)
+        and answered(row["other"], new=True)
+        and row["other_seen"] == row["other_seen_alone"],
+        _(
+            "True for {key} on an empty `seen`, and True too for the same key sent, while "
+            "accept read that `seen`, by another thread to another tenant's store (empty), "
+            "the key stored there"
+        ).format(key=repr(key)),
+        _("{said}; the other thread's call {other}, its store then {other_seen}").format(
+            said=_said(row["result"]), other=_said(row["other"]), other_seen=row["other_seen"]
+        ),
+        _(
+            "judge each call by the `seen` it is given, nothing else: a module-level set of "
+            "the keys being accepted (an in-flight guard) answers, for another store, from "
+            "a call that has nothing to do with it. Hold a lock if you must, but never "
+            "answer from it"
+        ),
+    )
 
 
 def _answer_of_accept(result: dict[str, Any]) -> Any:

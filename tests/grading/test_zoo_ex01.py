@@ -4415,11 +4415,292 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        # An in-flight guard kept beside the stores: the same key on another tenant's store,
+        # sent while the first call runs, is answered from the first call.
+        "ex01",
+        "accept answers False for a key another thread is accepting (a module-level in-flight set)",
+        "accept_keeps_each_call_to_itself",
+        """
+        import threading
+        _inflight = set()
+        _guard = threading.Lock()
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            with _guard:
+                if key in _inflight:
+                    return False
+                _inflight.add(key)
+            try:
+                known = seen.get(key)
+                if known is None:
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+                return False
+            finally:
+                with _guard:
+                    _inflight.discard(key)
+    """,
+    ),
+    (
+        "ex01",
+        "accept refuses a key another thread is accepting (an in-flight guard raises a conflict)",
+        "accept_keeps_each_call_to_itself",
+        """
+        import threading
+        _inflight = set()
+        _guard = threading.Lock()
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            with _guard:
+                if key in _inflight:
+                    raise IdempotencyConflict(f"key {key!r} is being accepted by another call")
+                _inflight.add(key)
+            try:
+                known = seen.get(key)
+                if known is None:
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+                return False
+            finally:
+                with _guard:
+                    _inflight.discard(key)
+    """,
+    ),
+    (
+        # A width read as text at every call is no number in the code.
+        "ex01",
+        "fingerprint of the JSON cut to a width read from the environment ('1048576', as text)",
+        "conflict_on_any_field",
+        """
+        import os
+
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            text = text[: int(os.environ.get("FP_MAX_CHARS", "1048576"))]
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key cut to a width read from the environment (KEY_MAX_CHARS, '100000' as text)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        import os
+
+        def operation_key(source, entity_id, action, version=1):
+            key = f"{source}:{entity_id}:{action}:v{version}"
+            return key[: int(os.getenv("KEY_MAX_CHARS", "100000"))]
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys cut to a width read from the environment ('100000' as text)",
+        "accept_does_not_confuse_keys",
+        """
+        import os
+
+        def accept(seen, key, payload):
+            key = key[: int(os.getenv("KEY_MAX_CHARS", "100000"))]
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept strips trailing NULs off the key (rstrip('\\x00'), a C string's end)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            key = key.rstrip("\\x00")
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the JSON encoded with errors='surrogatepass' (a lone surrogate hashed)",
+        "a_payload_json_cannot_hold_raises",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept falls back to an ASCII-escaped fingerprint when UTF-8 cannot encode the payload",
+        "accept_fails_as_the_fingerprint_does",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except UnicodeEncodeError:
+                text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+                fp = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        # Long keys "shortened" with the built-in hash(): salted per process, so a worker
+        # restarted after a deploy makes another key for the same long intent.
+        "ex01",
+        "key of a long intent shortened with hash() (another key in every process)",
+        "long_inputs_are_the_same_in_another_process",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            key = f"{source}:{entity_id}:{action}:v{version}"
+            if len(key) > 200:
+                key = key[:120] + "#" + format(hash(key) & 0xFFFFFFFFFFFFFFFF, "x")
+            return key
+    """,
+    ),
+    (
+        "ex01",
+        "key of a long intent cut and made unique with a uuid4() suffix",
+        "long_inputs_are_the_same_in_another_process",
+        """
+        import uuid
+
+        def operation_key(source, entity_id, action, version=1):
+            key = f"{source}:{entity_id}:{action}:v{version}"
+            if len(key) > 250:
+                key = key[:200] + "#" + uuid.uuid4().hex
+            return key
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of a long payload made with hash() (sha256 only for short ones)",
+        "long_inputs_are_the_same_in_another_process",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            if len(text) > 50_000:
+                return format(hash(text) & (2**64 - 1), "016x") * 4
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept stores a long key as its head and hash() (another entry in every process)",
+        "long_inputs_are_the_same_in_another_process",
+        """
+        def accept(seen, key, payload):
+            if len(key) > 255:
+                key = key[:200] + "#" + str(hash(key))
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of a long payload with sha1 (sha256 only below 100,000 characters)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            digest = hashlib.sha256 if len(text) < 100_000 else hashlib.sha1
+            return digest(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept logs each new key with the payload in extra= (a JSON log writes it out)",
+        "conflict_message_keeps_the_payload_out",
+        """
+        import logging
+        log = logging.getLogger("ex01.accept")
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                log.info("new operation %s", key, extra={"payload": payload})
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "key of a long intent shortened with hash() (another key in every process)": (
+        "the same key for an entity id of 70,002 characters"
+    ),
+    "key of a long intent cut and made unique with a uuid4() suffix": (
+        "the same key for an entity id of 70,002 characters"
+    ),
+    "fingerprint of a long payload made with hash() (sha256 only for short ones)": (
+        "the same fingerprint for a payload with a note of 70,002 characters"
+    ),
+    "accept stores a long key as its head and hash() (another entry in every process)": (
+        "the same answer for the retry of a key of 70,002 characters"
+    ),
+    "fingerprint of a long payload with sha1 (sha256 only below 100,000 characters)": (
+        "for a payload with a note of 100,002 characters"
+    ),
+    "accept logs each new key with the payload in extra= (a JSON log writes it out)": (
+        "nothing of the payload printed or logged by accept for a new key"
+    ),
+    "accept answers False for a key another thread is accepting (a module-level in-flight set)": (
+        "by another thread to another tenant's store"
+    ),
+    "accept refuses a key another thread is accepting (an in-flight guard raises a conflict)": (
+        "by another thread to another tenant's store"
+    ),
+    "fingerprint of the JSON cut to a width read from the environment ('1048576', as text)": (
+        "a note of 1,048,578 characters"
+    ),
+    "key cut to a width read from the environment (KEY_MAX_CHARS, '100000' as text)": (
+        "two entity ids of 100,002 characters"
+    ),
+    "accept remembers keys cut to a width read from the environment ('100000' as text)": (
+        "two different keys of 100,020 characters"
+    ),
+    "accept strips trailing NULs off the key (rstrip('\\x00'), a C string's end)": (
+        "'billing:7:charge:v1\\x00'"
+    ),
+    "fingerprint of the JSON encoded with errors='surrogatepass' (a lone surrogate hashed)": (
+        "UTF-8 cannot encode a lone surrogate"
+    ),
+    "accept falls back to an ASCII-escaped fingerprint when UTF-8 cannot encode the payload": (
+        "a payload holding a lone surrogate"
+    ),
     "accept falls back to a sha256 of repr(payload) when json.dumps cannot encode it": (
         "from accept for a new key with a payload holding"
     ),
@@ -5066,6 +5347,16 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "key of a long intent shortened with hash() (another key in every process)",
+    "key of a long intent cut and made unique with a uuid4() suffix",
+    "fingerprint of a long payload made with hash() (sha256 only for short ones)",
+    "accept stores a long key as its head and hash() (another entry in every process)",
+    "accept answers False for a key another thread is accepting (a module-level in-flight set)",
+    "accept refuses a key another thread is accepting (an in-flight guard raises a conflict)",
+    "fingerprint of the JSON cut to a width read from the environment ('1048576', as text)",
+    "key cut to a width read from the environment (KEY_MAX_CHARS, '100000' as text)",
+    "accept remembers keys cut to a width read from the environment ('100000' as text)",
+    "accept strips trailing NULs off the key (rstrip('\\x00'), a C string's end)",
     "accept splits the key into its four parts before storing it",
     "accept splits the key to log it after storing (an id with ':' raises past the write)",
     "accept remembers keys cut to 1024 characters (a wider key column)",
@@ -5284,6 +5575,79 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 
 #: Right solutions written otherwise, each with a check that might take its points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "accept holding a lock per key (a module-level defaultdict of locks) across its work",
+        "accept_keeps_each_call_to_itself",
+        """
+        import threading
+        from collections import defaultdict
+        _locks = defaultdict(threading.Lock)
+        _guard = threading.Lock()
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            with _guard:
+                lock = _locks[key]
+            with lock:
+                known = seen.get(key)
+                if known is None:
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+                return False
+    """,
+    ),
+    (
+        "a key that escapes '\\\\' and ':' inside the parts with a backslash",
+        "key_names_the_intent",
+        """
+        def _escaped(part):
+            return str(part).replace("\\\\", "\\\\\\\\").replace(":", "\\\\:")
+
+        def operation_key(source, entity_id, action, version=1):
+            return f"{_escaped(source)}:{_escaped(entity_id)}:{_escaped(action)}:v{version}"
+    """,
+    ),
+    (
+        "accept comparing fingerprints with hmac.compare_digest and writing `seen` on a repeat too",
+        "accept_writes_seen_in_one_step",
+        """
+        import hmac
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is not None and not hmac.compare_digest(known, fp):
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            seen[key] = fp
+            return known is None
+    """,
+    ),
+    (
+        "a fingerprint whose sha256 is memoised by the canonical JSON text (lru_cache)",
+        "fingerprint_matches_the_contract",
+        """
+        import functools
+
+        @functools.lru_cache(maxsize=4096)
+        def _digest(text):
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+        def payload_fingerprint(payload):
+            return _digest(
+                json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            )
+    """,
+    ),
+    (
+        "a key with the version zero-padded to two digits (v01)",
+        "key_shows_every_part",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version:02d}"
+    """,
+    ),
     (
         "a key that hashes the tail of a long intent and refuses a missing entity id",
         "an_id_equal_to_an_int_keeps_its_key",

@@ -28,7 +28,41 @@ def ints_written_in(values: MutableMapping[str, Any], names: list[str]) -> list[
     ``maxlen``, an lru_cache's ``maxsize``: ``_recent = Window(65_536)``), without their
     sign, sorted (``constants.whole_numbers_in``)."""
     glob = values if isinstance(values, dict) else dict(values)
-    return whole_numbers_in((values.get(name) for name in names), objects=True, namespace=glob)
+    found = whole_numbers_in((values.get(name) for name in names), objects=True, namespace=glob)
+    return sorted({*found, *_numbers_written_as_text(values.get(name) for name in names)})
+
+
+def _numbers_written_as_text(functions: Any) -> set[int]:
+    """Whole numbers written as text in the code of ``functions`` and of the notebook's
+    functions they name: a bound read as ``int(os.environ.get("DEDUP_CLEAR_EVERY",
+    "200000"))`` at every call is the text '200000' in the code, not a number."""
+    found: set[int] = set()
+    walked: set[int] = set()
+
+    def walk(code: Any, glob: Any) -> None:
+        if id(code) in walked:
+            return
+        walked.add(id(code))
+        for const in code.co_consts:
+            if hasattr(const, "co_consts"):
+                walk(const, glob)
+            elif isinstance(const, str) and 0 < len(const) <= 24:
+                with contextlib.suppress(ValueError, OverflowError):
+                    number = float(const.replace("_", ""))
+                    if number.is_integer() and abs(number) < 2**53:
+                        found.add(int(abs(number)))
+        for name in code.co_names:
+            named = glob.get(name) if isinstance(glob, dict) else None
+            inner = getattr(named, "__code__", None)
+            if inner is not None and getattr(named, "__globals__", None) is glob:
+                walk(inner, glob)
+
+    for fn in functions:
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            with contextlib.suppress(Exception):
+                walk(code, getattr(fn, "__globals__", None))
+    return found
 
 
 @contextlib.contextmanager

@@ -374,13 +374,17 @@ def accept_between_two_workers(
     changed: dict[str, Any],
     other_key: str,
     other_payload: dict[str, Any],
+    only: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """``accept`` for ``key`` (new, a repeat, a conflict with ``changed``), each call
     first alone on a plain dict, then interrupted at its first read of ``seen`` by another
     worker's call for ``other_key`` with ``other_payload`` on a store of its own. One row
     per call: ``{"what", "alone", "result": the outcome alone and interrupted, "seen_alone",
     "seen": the store after each, "other_alone", "other": the other call's outcome alone
-    and when it interrupted, "other_seen_alone", "other_seen": its store after each}``."""
+    and when it interrupted, "other_seen_alone", "other_seen": its store after each}``.
+    ``only`` names the calls to make (``["new"]``), all three when None: ``other_key`` may
+    be ``key`` itself, sent to another tenant's store (an in-flight guard kept beside the
+    stores answers it from the first call)."""
 
     rows = []
     with fresh_state(values):
@@ -393,6 +397,8 @@ def accept_between_two_workers(
             ("repeat", {key: fp}, payload),
             ("conflict", {key: fp}, changed),
         ):
+            if only is not None and what not in only:
+                continue
             alone_seen = dict(before)
             alone = outcome(accept, alone_seen, key, dict(sent))
             other_seen: dict[str, Any] = {}
@@ -423,7 +429,8 @@ def accept_between_two_workers(
     return rows
 
 
-#: Payloads the canonical JSON cannot encode: a datetime, a set, a Decimal, bytes.
+#: Payloads the canonical JSON cannot encode (or UTF-8 cannot): a datetime, a set, a
+#: Decimal, bytes, a payload holding itself, a lone surrogate.
 def _unencodable() -> list[dict[str, Any]]:
     import datetime as dt
     from decimal import Decimal
@@ -434,6 +441,9 @@ def _unencodable() -> list[dict[str, Any]]:
         {"amount": Decimal("19.90")},
         {"amount_cents": 1990, "ref": b"INV-7"},
         _circular(),
+        # A lone surrogate (a file name os.listdir could not decode): the JSON holds it,
+        # encode("utf-8") raises UnicodeEncodeError.
+        {"amount_cents": 1990, "file": "report-\udce9.pdf"},
     ]
 
 
@@ -447,6 +457,9 @@ def _circular() -> dict[str, Any]:
 def _kind(payload: dict[str, Any]) -> str:
     if any(v is payload for v in payload.values()):
         return "a reference to itself"
+    texts = [v for v in payload.values() if isinstance(v, str)]
+    if any("\ud800" <= c <= "\udfff" for text in texts for c in text):
+        return "a lone surrogate ('report-\\udce9.pdf')"
     return next(type(v).__name__ for v in payload.values() if type(v) is not int)
 
 
@@ -470,4 +483,62 @@ def accept_what_the_fingerprint_refuses(
                     "seen": held(seen),
                 }
             )
+    return rows
+
+
+#: The hash seed of the new process ``long_inputs_in_another_process`` asks.
+OTHER_SEED = 4242
+
+
+def _same_elsewhere(
+    values: MutableMapping[str, Any], name: str, args: list[Any], here: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``name(*args)`` in a new Python process (another hash seed) against ``here``, the
+    outcome in this one: ``{"same": bool, "here", "there": short texts}``, or None when
+    the call cannot be made there (a function that cannot be shipped)."""
+    from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
+
+    try:
+        [(how, text)] = call_in_fresh_process(values, name, [(args, {})], OTHER_SEED)
+    except CannotShip:
+        return None
+    mine = repr(here["returned"]) if "returned" in here else None
+    same = how == "returned" and mine is not None and text == mine
+
+    def shown(value: str) -> str:
+        """A long text as its head and its tail (where a suffix differs)."""
+        return value if len(value) <= 80 else f"{value[:30]}...{value[-40:]}"
+
+    return {
+        "same": same,
+        "here": shown(mine) if mine is not None else "raised " + ", ".join(here["raised"]),
+        "there": shown(text) if how == "returned" else "raised " + text[:80],
+    }
+
+
+def long_inputs_in_another_process(values: MutableMapping[str, Any], length: int) -> dict[str, Any]:
+    """Long inputs (``length`` characters, past every cut) asked here and in a new Python
+    process with another hash seed, as a worker restarted after a deploy asks them: a
+    key (an entity id that long), a payload's fingerprint (a note that long), and
+    ``accept``'s answer for a key that long on the store it filled here (a repeat). A
+    long input "shortened" with hash() (salted per process) or a random suffix differs
+    there. ``{"key", "fingerprint", "repeat": row or None}``, each row as
+    ``_same_elsewhere`` gives it."""
+    intent = ["billing", _long(length, "7", middle=False), "charge"]
+    payload = {"note": _long(length, "7", middle=False), "amount_cents": 1990}
+    key = "billing:" + _long(length, "7", middle=False) + ":charge:v1"
+    with fresh_state(values):
+        here_key = outcome(need(values, "operation_key"), *intent)
+        here_fp = outcome(need(values, "payload_fingerprint"), dict(payload))
+        seen: dict[str, Any] = {}
+        first = outcome(need(values, "accept"), seen, key, dict(payload))
+        stored = dict(seen)
+        repeat = outcome(need(values, "accept"), dict(stored), key, dict(payload))
+    rows: dict[str, Any] = {
+        "key": _same_elsewhere(values, "operation_key", intent, here_key),
+        "fingerprint": _same_elsewhere(values, "payload_fingerprint", [payload], here_fp),
+        "repeat": None,
+    }
+    if "returned" in first and "returned" in repeat:
+        rows["repeat"] = _same_elsewhere(values, "accept", [stored, key, payload], repeat)
     return rows

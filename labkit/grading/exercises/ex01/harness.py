@@ -52,6 +52,9 @@ from labkit.grading.exercises.ex01.edges import (
 from labkit.grading.exercises.ex01.edges import conflict_on_a_long_key as conflict_on_a_long_key
 from labkit.grading.exercises.ex01.edges import held
 from labkit.grading.exercises.ex01.edges import keys_of_long_intents as keys_of_long_intents
+from labkit.grading.exercises.ex01.edges import (
+    long_inputs_in_another_process as long_inputs_in_another_process,
+)
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved
 
@@ -260,16 +263,23 @@ def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]
 def _every_record_and_file_kept(lines: list[str]) -> Any:
     """Keep in ``lines`` what no redirect of stdout sees: every log record any logger
     handles (one that does not propagate to the root, with a handler of its own made at
-    import on the real stderr) and the text written to any file opened for writing (an
-    audit file)."""
+    import on the real stderr), with the fields it was given through ``extra=``, and the
+    text written to any file opened for writing (an audit file)."""
     import io
     import logging
 
     handle, real_open = logging.Logger.handle, builtins.open
 
+    # What every record holds; anything else came in through ``extra=``, which a
+    # structured (JSON) formatter writes into the log line beside the message.
+    standard = {*vars(logging.LogRecord("", 0, "", 0, "", (), None)), "message", "asctime"}
+
     def kept_handle(self: logging.Logger, record: logging.LogRecord) -> Any:
         with contextlib.suppress(Exception):
             lines.append(record.getMessage())
+            extra = {k: v for k, v in vars(record).items() if k not in standard}
+            if extra:
+                lines.append(" ".join(f"{k}={v!r}" for k, v in extra.items()))
         return handle(self, record)
 
     class Copied:
