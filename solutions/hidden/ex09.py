@@ -8,8 +8,10 @@ consumers racing on one key, too, and with entries deleted from the stream while
 pending), an entry deleted while pending with another behind it, how often a waiting
 consumer looks again, a backlog of hundreds of entries (no done record ever removed),
 keys that differ only in case, in a trailing space, in accents or in characters a pattern
-would read, a key sent again after its entry was dead-lettered, and a poison entry that
-reaches each new consumer by XAUTOCLAIM."""
+would read, a key sent again after its entry was dead-lettered, a poison entry that
+reaches each new consumer by XAUTOCLAIM (dead-lettered in a MULTI there too), entries
+claimed one at a time and applied in a MULTI, and a dead consumer's entry behind busy
+ones claimed while new entries keep coming."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.ex09.checks import GROUP, RUN_S, Stream, expect_once_each, stream
 from labkit.grading.exercises.ex09.commands import (
     _bare_dead_letters,
+    _bare_effects,
     _effect_removals,
     _hasty_claims,
     _monitored,
@@ -797,13 +800,18 @@ def claims_one_idle_entry_at_a_time(ns: Namespace) -> None:
             s.kill_when_holding(s.start(f"gone-{n}", idle_ms=600_000), f"gone-{n}", key)
         # A rescuer with max_deliveries 2, restarted after each crash: the poison has its
         # second delivery (a crash) and is dead-lettered at its third; 'left:1' and
-        # 'left:2' each get their second delivery, and run. Its claims are read as sent.
-        with _monitored(s.url, s.prefix) as sent:
+        # 'left:2' each get their second delivery, and run. Its claims are read as sent,
+        # and so is what it sends outside MULTI/EXEC: everything it runs here it claimed,
+        # so a path of its own for claimed entries writes its effects and dead letters.
+        bare: list[list[str]] = []
+        with _monitored(s.url, s.prefix, bare) as sent:
             for _n in range(6):
                 if s.finish(s.start("rescuer", max_deliveries=2, idle_ms=100),
                             _("the rescuer")) == 0:  # fmt: skip
                     break
             hasty = _hasty_claims(sent(), s.stream, 100)
+            unguarded = _bare_dead_letters(bare, f"{s.prefix}:dead")
+            unguarded += _bare_effects(bare, f"{s.prefix}:effects")
         dead = [d.get("key") for d in s.dead()]
         expect(
             dead == ["poison"],
@@ -830,6 +838,22 @@ def claims_one_idle_entry_at_a_time(ns: Namespace) -> None:
                 "pass idle_ms to XAUTOCLAIM (or XCLAIM) itself: an entry found idle by "
                 "XPENDING and then claimed with min-idle-time 0 may have been claimed by "
                 "another rescuer in between, and both of you run it"
+            ),
+        )
+        expect(
+            not unguarded,
+            _(
+                "each effect of an entry the rescuer claimed sent in one MULTI/EXEC (or a "
+                "script) with its done record and its XACK, and each dead letter with its XACK"
+            ),
+            _("the rescuer sent {commands} outside any MULTI").format(
+                commands="; ".join(unguarded[:2])
+            ),
+            _(
+                "an entry you claimed (XAUTOCLAIM) is applied and dead-lettered like one you "
+                "read: in the same MULTI/EXEC as the rest (r.pipeline(transaction=True)). Sent "
+                "as commands of their own, a kill between them applies it twice, dead-letters "
+                "it twice or acknowledges it unapplied"
             ),
         )
     _reads_its_own_pending_one_at_a_time(ns)
@@ -873,6 +897,14 @@ BUSY = 40
 #: Seconds a rescuer has to reach the dead one's entry once it has sent its first
 #: command: by the cursor, four XAUTOCLAIMs about 50 ms apart.
 AFTER_FIRST_LOOK_S = 5.0
+#: New entries waiting behind the dead one's when the rescuer starts: a flow of new work.
+#: Each round reads one of them after its XAUTOCLAIM; by the cursor, the fifth round's
+#: XAUTOCLAIM (after four that looked at ten busy entries each) claims 'stale'.
+NEW_BEHIND = 20
+#: At most this many of them applied before 'stale': a cursor that starts again at 0-0
+#: whenever the round found other work never gets past the first ten busy entries
+#: while new entries keep coming.
+NEW_FIRST = 10
 
 
 def _group_members(s: Stream) -> set[str]:
@@ -898,6 +930,11 @@ def claims_an_idle_entry_behind_busy_ones(ns: Namespace) -> None:
         # last one then held by a consumer long gone: idle for ten minutes.
         s.r.xreadgroup(GROUP, "at-work", {s.stream: ">"}, count=BUSY + 1)
         s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=600_000, justid=True)
+        fresh = [f"new:{n}" for n in range(NEW_BEHIND)]
+        pipe = s.r.pipeline(transaction=False)
+        for key in fresh:
+            pipe.xadd(s.stream, {"key": key, "payload": json.dumps({"cents": 100})})
+        pipe.execute()
         rescuer = s.start("rescuer", idle_ms=60_000)
         # Its first command on the group makes it one of the group's consumers; from then
         # on, a few rounds of about 50 ms reach 'stale' by the cursor.
@@ -928,6 +965,37 @@ def claims_an_idle_entry_behind_busy_ones(ns: Namespace) -> None:
                 "element) and start the next call there; it returns 0-0 once it went round"
             ),
         )
+        first = _new_before(s, "stale", fresh)
+        expect(
+            first <= NEW_FIRST,
+            _(
+                "'stale' claimed while {count} new entries wait behind it: at most {most} of "
+                "them applied before it (each round's XAUTOCLAIM goes on at the cursor the "
+                "last one returned, so the fifth reaches it)"
+            ).format(count=len(fresh), most=NEW_FIRST),
+            _("{first} of them applied before it").format(first=first),
+            _(
+                "start every XAUTOCLAIM at the cursor the last one returned, whatever the "
+                "round did after it: a cursor set back to 0-0 once you applied an entry looks "
+                "at the same ten busy entries each round while new entries keep coming, and "
+                "a dead consumer's entry behind them waits as long as the flow lasts"
+            ),
+        )
+
+
+def _new_before(s: Stream, key: str, fresh: list[str]) -> int:
+    """How many of ``fresh`` (applied in their order) the effects list holds before
+    ``key``, read either way (RPUSH, LPUSH); 0 when it is no list (another check's
+    business)."""
+    if str(s.r.type(f"{s.prefix}:effects")) != "list":
+        return 0
+    order = [str(k) for k in s.r.lrange(f"{s.prefix}:effects", 0, -1)]
+    news = [k for k in order if k in fresh]
+    if len(news) > 1 and fresh.index(news[0]) > fresh.index(news[-1]):
+        order.reverse()  # pushed on the left
+    if key not in order:
+        return 0
+    return len([k for k in order[: order.index(key)] if k in fresh])
 
 
 @CHECKS.add(
@@ -1098,24 +1166,32 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
         # consumer's own pending entry, it comes to each one through XAUTOCLAIM. Names
         # with a capital and a '_' (POD): the PEL must show each one exactly as given.
         crashes, early, orders, holders = 0, [], [], []
-        for n in range(5):
-            # Before each pod: a new entry behind the poison, and the poison idle 150 ms
-            # (idle_ms is 100): claimed at the pod's first look, before the new entry,
-            # unless the consumer raises idle_ms to a floor of its own (1 s, 5 s).
-            orders.append(f"order:{n}")
-            s.add(orders[-1], cents=100)
-            for held in s.r.xpending_range(s.stream, GROUP, poison, poison, 1):
-                # The pod that crashed on it holds it: it claimed it under its own name.
-                holders.append(str(held["consumer"]))
-                s.r.xclaim(s.stream, GROUP, held["consumer"], 0, [poison], idle=150, justid=True)
-            code = s.finish(
-                s.start(POD.format(n=n), max_deliveries=2, idle_ms=100),
-                _("a consumer under a new name"),
-            )
-            if code == 0:
-                break
-            crashes += 1
-            early += list(s.applied())
+        # What the pods send outside MULTI/EXEC and scripts: the poison reaches the
+        # third one by XAUTOCLAIM, and it dead-letters an entry it claimed.
+        bare: list[list[str]] = []
+        with _monitored(s.url, s.prefix, bare) as sent:
+            for n in range(5):
+                # Before each pod: a new entry behind the poison, and the poison idle 150 ms
+                # (idle_ms is 100): claimed at the pod's first look, before the new entry,
+                # unless the consumer raises idle_ms to a floor of its own (1 s, 5 s).
+                orders.append(f"order:{n}")
+                s.add(orders[-1], cents=100)
+                for held in s.r.xpending_range(s.stream, GROUP, poison, poison, 1):
+                    # The pod that crashed on it holds it: it claimed it under its own name.
+                    holders.append(str(held["consumer"]))
+                    s.r.xclaim(
+                        s.stream, GROUP, held["consumer"], 0, [poison], idle=150, justid=True
+                    )
+                code = s.finish(
+                    s.start(POD.format(n=n), max_deliveries=2, idle_ms=100),
+                    _("a consumer under a new name"),
+                )
+                if code == 0:
+                    break
+                crashes += 1
+                early += list(s.applied())
+            sent()
+        unguarded = _bare_dead_letters(bare, f"{s.prefix}:dead")
         dead = [d.get("key") for d in s.dead()]
         expect(
             crashes == 2 and dead == ["poison"],
@@ -1160,6 +1236,22 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
         left = len(s.pending())
         expect(left == 0, "nothing left pending (the dead letter XACKed)",
                _("{count} pending").format(count=left))  # fmt: skip
+        expect(
+            not unguarded,
+            _(
+                "the poison, claimed from a dead consumer, dead-lettered in one MULTI/EXEC "
+                "(or a script) with its XACK"
+            ),
+            _("the consumer sent {commands} outside any MULTI").format(
+                commands="; ".join(unguarded[:2])
+            ),
+            _(
+                "dead-letter an entry you claimed (XAUTOCLAIM) as one you read: the XADD to "
+                "<prefix>:dead and the XACK in one MULTI/EXEC (r.pipeline(transaction=True)). "
+                "Sent apart, a kill between them leaves the entry pending with its dead letter "
+                "written, and the next consumer dead-letters it again"
+            ),
+        )
         expect_once_each(s, orders, _("apply each new entry once"), strict=False)
 
 

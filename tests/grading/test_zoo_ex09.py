@@ -1585,6 +1585,114 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "recovers_its_own_pending_after_a_kill",
         [('{stream: ">"}, count=1, block=50)', '{stream: ">"}, count=1, block=50, noack=True)')],
     ),
+    (
+        # Its own pending ones one at a time, but every new entry at once: they are all its
+        # own, pending, while it works on the first; killed, it leaves them to wait idle_ms
+        # for anyone else, and each crash on the first adds a delivery to the others.
+        "new entries read with no COUNT: one consumer holds them all while it works",
+        "claims_one_idle_entry_at_a_time",
+        [('{stream: ">"}, count=1, block=50)', '{stream: ">"}, block=50)')],
+    ),
+    (
+        # Back to the first ten pending entries whenever a round applied something: while
+        # new entries keep coming, an idle entry behind ten busy ones is never reached.
+        "XAUTOCLAIM's cursor set back to 0-0 after each entry applied",
+        "claims_an_idle_entry_behind_busy_ones",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                '            cursor = "0-0"\n',
+            )
+        ],
+    ),
+    (
+        # A path of its own for claimed entries: the cap read there, the dead letter and
+        # its XACK sent as two commands (the sweep's consumer never claims, the backlog's
+        # neither): a kill between them dead-letters the entry twice.
+        "a claimed entry over the cap dead-lettered by two commands of its own",
+        "the_cap_holds_for_claimed_entries",
+        [
+            (
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n"
+                "            entries = [e for e in claimed if e[1]]",
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n"
+                "            entries = []\n"
+                "            for eid, f in claimed:\n"
+                "                if not f:\n"
+                "                    continue\n"
+                "                n = r.xpending_range(stream, GROUP, eid, eid, 1)[0]\n"
+                "                n = n['times_delivered']\n"
+                "                if n > max_deliveries:\n"
+                "                    r.xadd(dead, {'key': f['key'], 'payload': f['payload'],\n"
+                "                                  'reason': 'too many deliveries'})\n"
+                "                    r.xack(stream, GROUP, eid)\n"
+                "                else:\n"
+                "                    entries.append((eid, f))",
+            )
+        ],
+    ),
+    (
+        # A path of its own for claimed entries: the record claimed with SET NX, then the
+        # effect and the XACK, each a command of its own: a kill between them loses the
+        # effect (the record says done) or applies it twice.
+        "claimed entries applied by SET NX, RPUSH and XACK sent apart",
+        "claims_one_idle_entry_at_a_time",
+        [
+            (
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n"
+                "            entries = [e for e in claimed if e[1]]",
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n"
+                "            entries = []\n"
+                "            for eid, f in claimed:\n"
+                "                if not f:\n"
+                "                    continue\n"
+                "                n = r.xpending_range(stream, GROUP, eid, eid, 1)[0]\n"
+                "                n = n['times_delivered']\n"
+                "                if n > max_deliveries:\n"
+                "                    entries.append((eid, f))\n"
+                "                    continue\n"
+                "                try:\n"
+                "                    run_job(json.loads(f['payload']), n)\n"
+                "                except Exception:\n"
+                "                    continue\n"
+                "                if r.set(f\"{prefix}:done:{f['key']}\", eid, nx=True):\n"
+                "                    r.rpush(effects, f['key'])\n"
+                "                    applied += 1\n"
+                "                r.xack(stream, GROUP, eid)",
+            )
+        ],
+    ),
+    (
+        # XDEL for XACK: the poison leaves the stream but not the PEL, where it stays, with
+        # no fields, until some XAUTOCLAIM drops it (its own next round's, here).
+        "dead letters XDELed instead of XACKed: the entry stays pending, a ghost",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n"
+                "                continue",
+                "                pipe.xdel(stream, entry_id)\n"
+                "                pipe.execute()\n"
+                "                continue",
+            )
+        ],
+    ),
+    (
+        "applied entries XDELed instead of XACKed: each stays pending, a ghost",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                "                    pipe.xack(stream, GROUP, entry_id)\n"
+                "                    pipe.execute()\n"
+                "            except redis.WatchError:",
+                "                    pipe.xdel(stream, entry_id)\n"
+                "                    pipe.execute()\n"
+                "            except redis.WatchError:",
+            )
+        ],
+    ),
 ]
 
 
@@ -2327,6 +2435,84 @@ RIGHT += [
         "SET NX inside a Lua script, a backlog of hundreds: no done record removed",
         "a_backlog_of_hundreds_is_applied_once_each",
         RIGHT[3][2],
+    ),
+]
+
+
+# Claims sent as a raw XAUTOCLAIM ... JUSTID (redis-py's justid=True drops the cursor): a
+# claim adds no delivery, and the entry claimed is taken at the next round's own read
+# (XREADGROUP ... 0), which does. The done record read on the client after the pipeline
+# set its WATCH (the WATCH guards it all the same); a copy whose WATCH fired is XACKed at
+# once: the record changed, so its key is done.
+JUSTID_CLAIMS = r'''
+def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
+    r = redis.Redis.from_url(url, decode_responses=True)
+    stream = prefix + ":stream"
+    applied, cursor = 0, "0-0"
+    while True:
+        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)
+        mine = [e for _s, found in rows for e in found if e[1]]
+        if not mine:
+            cursor, ids = r.execute_command(
+                "XAUTOCLAIM", stream, GROUP, consumer, idle_ms, cursor, "COUNT", 1, "JUSTID"
+            )[:2]
+            if ids:
+                continue  # ours now: the next own read hands it over, one delivery more
+            rows = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=50)
+            mine = [e for _s, found in rows for e in found if e[1]]
+        if not mine:
+            if r.xpending(stream, GROUP)["pending"] == 0:
+                return applied
+            time.sleep(0.05)
+            continue
+        entry_id, fields = mine[0]
+        [row] = r.xpending_range(stream, GROUP, entry_id, entry_id, 1) or [None]
+        deliveries = row["times_delivered"] if row else 1
+        if deliveries > max_deliveries:
+            reason = "gave up after %d deliveries" % (deliveries - 1)
+            with r.pipeline() as tx:
+                tx.xadd(prefix + ":dead", {"key": fields["key"], "payload": fields["payload"],
+                                           "reason": reason})
+                tx.xack(stream, GROUP, entry_id)
+                tx.execute()
+            continue
+        try:
+            run_job(json.loads(fields["payload"]), deliveries)
+        except Exception as error:
+            print("will retry", entry_id, error, file=sys.stderr)
+            continue
+        record = prefix + ":done:" + fields["key"]
+        with r.pipeline() as tx:
+            tx.watch(record)
+            fresh = not r.exists(record)
+            tx.multi()
+            if fresh:
+                tx.set(record, "1")
+                tx.rpush(prefix + ":effects", fields["key"])
+            tx.xack(stream, GROUP, entry_id)
+            try:
+                tx.execute()
+            except redis.WatchError:
+                r.xack(stream, GROUP, entry_id)  # another copy applied the key meanwhile
+                continue
+        applied += int(fresh)
+'''
+
+RIGHT += [
+    (
+        "a raw XAUTOCLAIM ... JUSTID, the claimed entry taken by the next own read",
+        "the_cap_holds_for_claimed_entries",
+        JUSTID_CLAIMS,
+    ),
+    (
+        "a raw XAUTOCLAIM ... JUSTID, its cursor kept while new entries keep coming",
+        "claims_an_idle_entry_behind_busy_ones",
+        JUSTID_CLAIMS,
+    ),
+    (
+        "the done record read on the client after WATCH; a WatchError's copy XACKed at once",
+        "two_copies_of_a_key_at_once_apply_once",
+        JUSTID_CLAIMS,
     ),
 ]
 

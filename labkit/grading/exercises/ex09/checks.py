@@ -31,7 +31,12 @@ from labkit.clock import SystemClock
 from labkit.explore.boundaries import Boundary
 from labkit.explore.killrun import read_log
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex09.commands import _foreign_names, _monitored, _reads_so_far
+from labkit.grading.exercises.ex09.commands import (
+    _foreign_names,
+    _monitored,
+    _reads_so_far,
+    _unacked,
+)
 from labkit.grading.exercises.ex09.fastclock import FAST
 from labkit.grading.exercises.killsweep import hash_salt, sweep_seed, with_checks_sample
 from labkit.grading.stub import stub_error
@@ -305,16 +310,28 @@ class Stream:
             self._name_hint(others),
         )
 
-    @staticmethod
-    def _other_names(others: set[str]) -> str:
+    def _other_names(self, others: set[str]) -> str:
+        started = {name for name, _idle, _at in self.started.values()}
+        if others <= started:
+            return _(
+                "the PEL showed it held by {names}, a consumer started before, which read it "
+                "along with the entry it was working on"
+            ).format(names=sorted(others))
         return _("the PEL showed it held under {names}, not under the name it was given").format(
             names=sorted(others)
         )
 
-    @staticmethod
-    def _name_hint(others: set[str]) -> str | None:
+    def _name_hint(self, others: set[str]) -> str | None:
         if not others:
             return None
+        if others <= {name for name, _idle, _at in self.started.values()}:
+            return _(
+                "read new entries one at a time (XREADGROUP ... > COUNT 1), as your own "
+                "pending ones: every entry a read returns is yours, pending, until you XACK "
+                "it, so one that returns several holds the others while it works on the "
+                "first; if it dies, nobody else may run them until they are idle for idle_ms, "
+                "and each crash adds a delivery to them"
+            )
         return _(
             "read and claim under the consumer name consume was given, exactly: a restart "
             "under the same name must find what it held before (XREADGROUP ... 0), and a "
@@ -650,13 +667,16 @@ def _owners_while_kept(
 )
 def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
     with stream(ns) as s:
-        s.add("poison", cents=100, crash=True)
-        s.add("order:1", cents=100)
+        ids = {"poison": s.add("poison", cents=100, crash=True)}
+        ids["order:1"] = s.add("order:1", cents=100)
         kills = 0
-        for _n in range(8):
-            if s.finish(s.start("a", max_deliveries=3), _("the poison entry")) == 0:
-                break
-            kills += 1
+        # What the consumers send, read as sent: each entry's XACK among it.
+        with _monitored(s.url, s.prefix) as sent:
+            for _n in range(8):
+                if s.finish(s.start("a", max_deliveries=3), _("the poison entry")) == 0:
+                    break
+                kills += 1
+            unacked = _unacked(sent(), s.stream, ids)
         expect(kills == 3, "exactly 3 deliveries of the poison entry (3 crashes), then no more",
                _("{count} crashes").format(count=kills),
                "check the count before run_job, not after")  # fmt: skip
@@ -671,6 +691,19 @@ def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
                dead[0].get("payload"),
                _("copy the entry's payload field as it came: the JSON text"))  # fmt: skip
         expect_once_each(s, ["order:1"], _("the poison must not hold the other entries hostage"))
+        expect(
+            not unacked,
+            _(
+                "the dead-lettered 'poison' and the applied 'order:1' each acknowledged: an "
+                "XACK of its entry ID in the MULTI that dead-letters or applies it"
+            ),
+            _("no XACK of the entry of {keys}").format(keys=unacked),
+            _(
+                "XACK <stream> workers <id> takes an entry out of the PEL; XDEL only takes it "
+                "out of the stream, and it stays pending, with no fields, until an XAUTOCLAIM "
+                "drops it: every consumer's XREADGROUP ... 0 and XPENDING keep meeting it"
+            ),
+        )
     _a_failed_run_comes_back_from_redis(ns)
     probe = _applied_or_dead(ns, 0)
     for k in range(1, min(len(probe), APPLIED_OR_DEAD_KILLS) + 1):

@@ -169,6 +169,39 @@ def _bare_dead_letters(bare: list[list[str]], dead: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+#: Commands that push onto a list: on the effects list, each one is an effect.
+_LIST_PUSHES = ("RPUSH", "LPUSH", "RPUSHX", "LPUSHX")
+
+
+def _bare_effects(bare: list[list[str]], effects: str) -> list[str]:
+    """The pushes to ``effects`` among ``bare`` (commands sent outside MULTI/EXEC and any
+    script), as sent: an effect sent apart from its done record and its XACK (a path of
+    its own for claimed entries, say) is split from them by a kill, and the entry is
+    applied twice or acknowledged unapplied."""
+    found = [
+        " ".join(args[:3])
+        for args in bare
+        if args and args[0].upper() in _LIST_PUSHES and args[1:2] == [effects]
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _unacked(commands: list[list[str]], stream: str, ids: dict[str, str]) -> list[str]:
+    """The keys in ``ids`` (key -> entry ID) whose entry no command among ``commands``
+    acknowledges (XACK, or XACKDEL, naming the ID on ``stream``); [] when MONITOR said
+    nothing. An XDEL alone takes the entry out of the stream, not out of the PEL: it stays
+    pending, with no fields, until an XAUTOCLAIM drops it."""
+    if not commands:
+        return []
+    acked = {
+        arg
+        for args in commands
+        if args[0].upper().startswith("XACK") and args[1:2] == [stream]
+        for arg in args[3:]
+    }
+    return [key for key, entry_id in ids.items() if entry_id not in acked]
+
+
 def _hasty_claims(commands: list[list[str]], stream: str, idle_ms: int) -> list[str]:
     """The XCLAIM and XAUTOCLAIM commands on ``stream`` whose min-idle-time is below
     ``idle_ms``, as sent: Redis checks the idle time at the claim itself, so a claim with
