@@ -59,6 +59,38 @@ def _held(keys: list[str], name: str, want: list[str]) -> str:
     return said
 
 
+def _expect_left_alone(conn: Any, before: list[dict[str, Any]], what: str) -> None:
+    """Every job of ``before`` (the table before a tick) is still in the table as it was:
+    a tick only inserts. One that marks the jobs a 'latest' catch-up collapses as dead,
+    or puts a dead slot's job back to pending, loses a run or runs a slot twice."""
+    now = {job["key"]: job for job in all_jobs(conn)}
+    changed = []
+    for job in before:
+        after = now.get(job["key"])
+        if after is None:
+            changed.append(_("{key} deleted").format(key=job["key"]))
+        elif after != job:
+            diff = ", ".join(
+                f"{column} {job[column]!r} -> {after[column]!r}"
+                for column in job
+                if after[column] != job[column]
+            )
+            changed.append(f"{job['key']}: {diff}")
+    expect(
+        not changed,
+        _(
+            "the jobs already in the table left as they were ({what}): a tick only inserts "
+            "the due slots' jobs"
+        ).format(what=what),
+        short_repr(changed, 300),
+        _(
+            "touch no other row: a job already enqueued is the worker's to run (a 'latest' "
+            "catch-up collapses the slots it has not enqueued, never the jobs it has), and "
+            "a dead one is the operator's (set back to pending, its slot runs twice)"
+        ),
+    )
+
+
 @CHECKS.add(
     2,
     "the last slot of 'report' is read from keys starting with 'schedule:report:' "
@@ -90,8 +122,34 @@ def another_schedule_with_a_longer_name(ns: Namespace) -> None:
     severe=True,
 )
 def tick_catches_up_with_the_latest_slot(ns: Namespace) -> None:
+    _tick_catches_up_with_the_latest_slot(ns)
+    # A schedule of seconds since 1970, nothing fired: 'latest' is one slot, never a
+    # list of every second since then with the newest kept.
+    now = T0 + 7 * HOUR + 0.5
+    want = [reference_key("pulse", T0 + 7 * HOUR)]
+    got = ns.harness(HARNESS + "tick_latest_bounded", "pulse", 1, 0, now, BOUNDED_S)
+    expect(
+        not got.get("hung") and "raised" not in got and got.get("table") == want,
+        _(
+            "tick('pulse', period_s=1, since=0, now={now}, catch_up='latest') on a table "
+            "where nothing fired to enqueue {keys} alone, at once and in little memory"
+        ).format(now=now, keys=want),
+        _("still running after {seconds:g} s").format(seconds=BOUNDED_S)
+        if got.get("hung")
+        else raised_text(got)
+        if "raised" in got
+        else _("the table holds {keys}").format(keys=short_repr(got.get("table"), 200)),
+        _(
+            "pass catch_up to due_slots as given: listing every due slot ('all') to keep "
+            "the newest walks every second since 'since', billions of them"
+        ),
+    )
+
+
+def _tick_catches_up_with_the_latest_slot(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         _tick(ns, path, T0 + 10, catch_up="latest")
+        before = all_jobs(conn)
         created = _tick(ns, path, T0 + 7 * HOUR + 10, catch_up="latest")
         want = [reference_key("nightly", T0 + 7 * HOUR)]
         expect(
@@ -100,6 +158,11 @@ def tick_catches_up_with_the_latest_slot(ns: Namespace) -> None:
             created,
         )
         expect(len(_keys(conn)) == 2, "2 jobs in the table", _keys(conn))
+        _expect_left_alone(
+            conn,
+            before,
+            _("00:00's job, enqueued and still pending, through a 'latest' catch-up at 07:00:10"),
+        )
     # Nothing fired yet (a new schedule, or a table restored empty) and since hours back:
     # 'latest' holds for the first tick too, or every slot since then runs.
     with lab_file(ns) as (conn, path):
@@ -356,6 +419,7 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
                 run_after=retry_at + period,
                 updated_at=now - 30,
             )
+            before = all_jobs(conn)
             created = _tick(ns, path, now, schedule="billing", period=period, since=T0)
             keys = _keys(conn)
             expect(
@@ -379,6 +443,7 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
                     ),
                 ),
             )
+            _expect_left_alone(conn, before, fate)
     # The schedule ticked every third of a period before its period was made longer: the
     # newest key is off today's grid. The next due slot is the first multiple of the
     # period after it, not that key plus a period (a slot in between is lost).
@@ -1007,8 +1072,9 @@ def _since_bounds_the_tick(ns: Namespace, since: float) -> None:
     1,
     "a tick that raises (slot_key refuses the name 'daily:report', due_slots a period_s "
     "of 0 or a catch_up of 'Latest', passed on as given) leaves no transaction open on "
-    "the scheduler's long-lived connection: with BEGIN ... COMMIT, ROLLBACK on error, or "
-    "the next tick on it fails",
+    "the scheduler's long-lived connection: with BEGIN ... COMMIT, ROLLBACK on error (a "
+    "Ctrl-C too: except BaseException), or the next tick on it fails; and leaves the "
+    "connection's settings (row_factory, text_factory, PRAGMAs) as it found them",
 )
 def a_failed_tick_leaves_the_connection_usable(ns: Namespace) -> None:
     calls = [
@@ -1042,6 +1108,65 @@ def a_failed_tick_leaves_the_connection_usable(ns: Namespace) -> None:
         _(
             "leave conn.isolation_level alone: open the transaction with BEGIN IMMEDIATE and "
             "end it with COMMIT or ROLLBACK on every path"
+        ),
+    )
+    _an_interrupted_tick_is_rolled_back(ns)
+    _a_tick_leaves_the_callers_settings(ns)
+
+
+def _an_interrupted_tick_is_rolled_back(ns: Namespace) -> None:
+    """A Ctrl-C (or the scheduler's SIGINT handler) right after a tick's first INSERT, in
+    a process that lives on: a tick that rolls back on ``except Exception`` leaves its
+    BEGIN open on the long-lived connection, holding the write lock, and its next tick
+    there fails. What the first committed stays; the next tick enqueues the rest."""
+    now = T0 + 3 * HOUR + 5
+    call = ["nightly", HOUR, T0, now, "all"]
+    want = _keys_between("nightly", T0, now, HOUR)
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(HARNESS + "tick_interrupted_then_again", str(path), [call, call])
+        keys = _keys(conn)
+    if "interrupted" not in got[0]:
+        return  # no write to interrupt, or a tick that catches it: others judge the tick
+    second = got[1]
+    expect(
+        "returned" in second and sorted(keys) == want,
+        _(
+            "a tick interrupted (KeyboardInterrupt) right after its first INSERT, then the "
+            "next tick on the same connection enqueuing the rest: {count} slots once each"
+        ).format(count=len(want)),
+        _("the next tick {outcome}; {table}").format(
+            outcome=raised_text(second)
+            if "raised" in second
+            else _("returned {value}").format(value=short_repr(second.get("returned"), 150)),
+            table=_held(keys, "nightly", want),
+        ),
+        _(
+            "roll back on ANY exception, KeyboardInterrupt included (except BaseException, "
+            "or try/finally): a BEGIN left open on a connection that lives on holds the "
+            "write lock, and the scheduler's next tick fails"
+        ),
+    )
+
+
+def _a_tick_leaves_the_callers_settings(ns: Namespace) -> None:
+    """The scheduler's connection, rows as ``sqlite3.Row``: a tick that sets its row or
+    text factory, or turns ``PRAGMA case_sensitive_like`` on for its own LIKE, changes
+    what every later statement of the scheduler on that connection reads."""
+    call = ["nightly", HOUR, T0, T0 + HOUR + 5, "all"]
+    with lab_file(ns) as (_conn, path):
+        got = ns.harness(HARNESS + "tick_on_a_bare_connection", str(path), call)
+    changed = got.get("changed") or []
+    expect(
+        not changed,
+        _(
+            "a tick on the scheduler's connection (rows as sqlite3.Row) to leave its settings "
+            "as it found them: row_factory, text_factory, PRAGMA case_sensitive_like"
+        ),
+        _("it left {changed}").format(changed=", ".join(changed)),
+        _(
+            "read row[0] of a sqlite3.Row as of a tuple: never set conn.row_factory or "
+            "text_factory, nor a PRAGMA other code on the connection relies on; set one "
+            "back before you return if you must"
         ),
     )
 

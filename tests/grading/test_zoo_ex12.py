@@ -3719,6 +3719,241 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sorted(created)
         """,
     ),
+    (
+        # Every failed tick the checks made raised an Exception: a Ctrl-C is none.
+        "ex12",
+        "tick rolls back on except Exception only (a Ctrl-C leaves its BEGIN IMMEDIATE open)",
+        "a_failed_tick_leaves_the_connection_usable",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                prefix = f"schedule:{schedule}:"
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                created = []
+                for slot in due_slots(period_s, last, since, now, catch_up):
+                    key = slot_key(schedule, slot)
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, schedule, slot, now),
+                    ).fetchone()
+                    if got is not None:
+                        created.append(key)
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            return created
+        """,
+    ),
+    (
+        # The checks' connections were wrapped: a factory set on the wrapper never
+        # reached the connection the scheduler's own code goes on reading with.
+        "ex12",
+        "tick sets conn.row_factory = None on the scheduler's connection and leaves it so",
+        "a_failed_tick_leaves_the_connection_usable",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.row_factory = None  # plain tuples: row[0]
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Its LIKE escapes '_', '%' and '\' and is case sensitive: right keys, but every
+        # LIKE the scheduler runs on that connection afterwards tells case apart too.
+        "ex12",
+        "tick turns PRAGMA case_sensitive_like on for its LIKE and leaves it on",
+        "a_failed_tick_leaves_the_connection_usable",
+        r"""
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            conn.execute("PRAGMA case_sensitive_like = ON")
+            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The 'latest' checks counted the keys in the table, never the states of the
+        # jobs already there: a job enqueued before the outage, still pending, was lost.
+        "ex12",
+        "catch_up='latest' marks the schedule's pending jobs dead, superseded by the newest",
+        "tick_catches_up_with_the_latest_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            if catch_up == "latest":
+                # missed runs collapse into one: the backlog still waiting is superseded
+                conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = 'superseded', updated_at = :now"
+                    " WHERE substr(key, 1, :n) = :prefix AND state = 'pending'",
+                    {"n": len(prefix), "prefix": prefix, "now": now},
+                )
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The dead fate of the newest key was judged by the slots the tick created only.
+        "ex12",
+        "tick puts the newest fired slot's dead job back to pending (its slot runs twice)",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+                # the last run died: give it another go with this tick
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0"
+                    " WHERE key = ? AND state = 'dead'",
+                    (row[0],),
+                )
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # 'latest' was ticked over hours of an hourly schedule only: the list of every
+        # due slot cost nothing there.
+        "ex12",
+        "tick lists every due slot ('all') and keeps the newest for 'latest'",
+        "tick_catches_up_with_the_latest_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            slots = due_slots(period_s, last, since, now, "all")
+            if catch_up == "latest":
+                slots = slots[-1:]  # missed runs collapse into one
+            created = []
+            for slot in slots:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # run_after was read after 'all' ticks only: the one run of a 'latest' catch-up
+        # went unread.
+        "ex12",
+        "the job a 'latest' catch-up enqueues dated by the tick (run_after = now)",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                # the missed runs collapse into one that runs now
+                due = now if catch_up == "latest" else slot
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :due, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "due": due, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -4040,6 +4275,27 @@ SAYS: dict[str, str] = {
     "tick sends its slots in batches of 500 and logs and skips a batch that fails": (
         "first INSERT met 'database is locked'"
     ),
+    "tick rolls back on except Exception only (a Ctrl-C leaves its BEGIN IMMEDIATE open)": (
+        "a tick interrupted (KeyboardInterrupt)"
+    ),
+    "tick sets conn.row_factory = None on the scheduler's connection and leaves it so": (
+        "to leave its settings as it found them"
+    ),
+    "tick turns PRAGMA case_sensitive_like on for its LIKE and leaves it on": (
+        "to leave its settings as it found them"
+    ),
+    "catch_up='latest' marks the schedule's pending jobs dead, superseded by the newest": (
+        "00:00's job, enqueued and still pending"
+    ),
+    "tick puts the newest fired slot's dead job back to pending (its slot runs twice)": (
+        "the jobs already in the table left as they were"
+    ),
+    "tick lists every due slot ('all') and keeps the newest for 'latest'": (
+        "at once and in little memory"
+    ),
+    "the job a 'latest' catch-up enqueues dated by the tick (run_after = now)": (
+        "a 'latest' tick at 16:00:05"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -4073,6 +4329,18 @@ GOT = {
     ),
     "slot_key memoised in a module dict keyed by the fire time alone": (
         "'reminders' created [[], []]"
+    ),
+    "tick sets conn.row_factory = None on the scheduler's connection and leaves it so": (
+        "conn.row_factory = None"
+    ),
+    "tick turns PRAGMA case_sensitive_like on for its LIKE and leaves it on": (
+        "PRAGMA case_sensitive_like = ON"
+    ),
+    "catch_up='latest' marks the schedule's pending jobs dead, superseded by the newest": (
+        "state 'pending' -> 'dead'"
+    ),
+    "tick puts the newest fired slot's dead job back to pending (its slot runs twice)": (
+        "state 'dead' -> 'pending'"
     ),
 }
 
@@ -4139,6 +4407,14 @@ MINOR = [
     "tick maps a catch_up other than all/latest to 'all' (a config typo runs every slot)",
     # A slot exactly at now waits for the next tick, a few seconds later: nothing lost.
     "catch_up='latest' takes ceil(now / period_s) * period_s - period_s (misses a slot at now)",
+    # Loud: the tick after a Ctrl-C fails on the transaction left open (and rolls it back),
+    # the one after it enqueues every slot.
+    "tick rolls back on except Exception only (a Ctrl-C leaves its BEGIN IMMEDIATE open)",
+    # Every slot once; what changes is how the scheduler's own later statements read.
+    "tick sets conn.row_factory = None on the scheduler's connection and leaves it so",
+    "tick turns PRAGMA case_sensitive_like on for its LIKE and leaves it on",
+    # Due at once either way: the one run of a 'latest' catch-up dated by the tick.
+    "the job a 'latest' catch-up enqueues dated by the tick (run_after = now)",
 ]
 
 
@@ -4661,6 +4937,170 @@ RIGHT: list[tuple[str, str, str]] = [
                 },
             ).fetchall()
             return sorted(r[0] for r in rows)
+        """,
+    ),
+    (
+        "slot_key through datetime.fromtimestamp(t).astimezone(UTC) (fold set, so exact)",
+        "slot_key_holds_on_the_nights_summer_time_changes",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"bad schedule name {schedule!r}")
+            fired = datetime.fromtimestamp(fire_time).astimezone(UTC)
+            return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "slot_key through time.strftime(..., time.gmtime(fire_time))",
+        "slot_key_is_the_same_in_every_time_zone",
+        """
+        import time
+
+
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"bad schedule name {schedule!r}")
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fire_time))
+            return "schedule:" + schedule + ":" + stamp
+        """,
+    ),
+    (
+        "due_slots by arithmetic: multiples from ceil(since / p), past last, to floor(now / p)",
+        "due_slots_on_generated_schedules",
+        """
+        import math
+
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            first = math.ceil(since / period_s)
+            if last is not None:
+                first = max(first, math.floor(last / period_s) + 1)
+            newest = math.floor(now / period_s)
+            if newest < first:
+                return []
+            if catch_up == "latest":
+                return [newest * period_s]
+            return [k * period_s for k in range(first, newest + 1)]
+        """,
+    ),
+    (
+        "tick finds its keys in Python with re.match(re.escape(prefix), key)",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        import re
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            mine = re.compile(re.escape(prefix))
+            keys = [r[0] for r in conn.execute("SELECT key FROM jobs") if mine.match(r[0])]
+            last = None
+            if keys:
+                last = datetime.fromisoformat(max(keys)[len(prefix):]).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "tick's LIKE under case_sensitive_like, '\\', '%' and '_' escaped, set back off after",
+        "a_failed_tick_leaves_the_connection_usable",
+        r"""
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            conn.execute("PRAGMA case_sensitive_like = ON")
+            try:
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",)
+                ).fetchone()
+            finally:
+                conn.execute("PRAGMA case_sensitive_like = OFF")
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "tick in BEGIN IMMEDIATE whose finally rolls back a transaction still open (Ctrl-C too)",
+        "a_failed_tick_leaves_the_connection_usable",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                prefix = f"schedule:{schedule}:"
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                created = []
+                for slot in due_slots(period_s, last, since, now, catch_up):
+                    key = slot_key(schedule, slot)
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, schedule, slot, now),
+                    ).fetchone()
+                    if got is not None:
+                        created.append(key)
+                conn.execute("COMMIT")
+                return created
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        """,
+    ),
+    (
+        "tick passes since=max(since, last) and last=None (the fired slot meets ON CONFLICT)",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                since = max(since, fired.replace(tzinfo=UTC).timestamp())
+            last = None  # the slot that fired is due again, and skipped by ON CONFLICT
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
         """,
     ),
 ]

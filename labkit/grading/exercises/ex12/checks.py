@@ -381,6 +381,21 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
                 "set returns its keys in the order of their hashes"
             ),
         )
+        # A 'latest' catch-up after hours away: its one job is dated by its slot too.
+        latest = _tick(ns, path, T0 + 16 * HOUR + 5, catch_up="latest")
+        newest = reference_key("nightly", T0 + 16 * HOUR)
+        dated: dict[str, Any] | None = next((j for j in all_jobs(conn) if j["key"] == newest), None)
+        expect(
+            latest == [newest] and dated is not None and dated["run_after"] == T0 + 16 * HOUR,
+            _(
+                "a 'latest' tick at 16:00:05 to create {key} alone, with run_after={run_after} "
+                "(its slot, as every job's)"
+            ).format(key=newest, run_after=T0 + 16 * HOUR),
+            _("created {created}, run_after={run_after}").format(
+                created=short_repr(latest, 200),
+                run_after=None if dated is None else dated["run_after"],
+            ),
+        )
 
 
 @CHECKS.add(

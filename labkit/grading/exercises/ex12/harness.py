@@ -25,6 +25,7 @@ from typing import Any
 
 from labkit.grading.exercises.common import begin_refused_once as begin_refused_once  # checks
 from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.common import interrupted_then_again as _interrupted_then_again
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
 from labkit.grading.exercises.ex12.outage import BOUNDED_HEADROOM as BOUNDED_HEADROOM
 from labkit.grading.exercises.ex12.outage import due_slots_bounded as due_slots_bounded
@@ -32,6 +33,7 @@ from labkit.grading.exercises.ex12.outage import due_slots_span as due_slots_spa
 from labkit.grading.exercises.ex12.outage import ints_written_in as ints_written_in
 from labkit.grading.exercises.ex12.outage import tick_head as tick_head
 from labkit.grading.exercises.ex12.outage import tick_in_memory as tick_in_memory
+from labkit.grading.exercises.ex12.outage import tick_latest_bounded as tick_latest_bounded
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import add_job, connect, lab_db
 from labkit.grading.exercises.racers import in_processes
@@ -411,3 +413,45 @@ def _tick_at_the_same_now(
             second.clear()
             other()
     return [first, second]
+
+
+def tick_interrupted_then_again(
+    values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``tick(conn, *calls[0])`` interrupted (``KeyboardInterrupt``: a Ctrl-C, a SIGINT
+    handler) right after its first write, then the other calls on the same connection, as
+    a scheduler that lives on ticks again (``common.interrupted_then_again``). A tick that
+    rolls back on ``Exception`` only leaves its BEGIN open, and its next tick fails."""
+    return _interrupted_then_again(values, "tick", path, calls, 1)
+
+
+def _said(factory: Any) -> str:
+    """A row or text factory named without its address (a lambda's differs per run)."""
+    return "None" if factory is None else getattr(factory, "__qualname__", type(factory).__name__)
+
+
+def tick_on_a_bare_connection(
+    values: MutableMapping[str, Any], path: str, args: list[Any]
+) -> dict[str, Any]:
+    """One ``tick`` on a plain ``sqlite3.Connection`` (no wrapper: what the tick sets on
+    it stays set), rows as ``sqlite3.Row`` as the scheduler's own code reads them. The
+    outcome, and under ``changed`` what the tick left changed of the connection's settings
+    that the caller's later statements use: its row factory, its text factory, and
+    ``PRAGMA case_sensitive_like`` (LIKE ignores ASCII case unless it is on)."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            got = outcome(values["tick"], conn, *args)
+        changed: list[str] = []
+        if conn.row_factory is not sqlite3.Row:
+            changed.append(f"conn.row_factory = {_said(conn.row_factory)}")
+        if conn.text_factory is not str:
+            changed.append(f"conn.text_factory = {_said(conn.text_factory)}")
+        try:
+            if conn.execute("SELECT 'a' LIKE 'A'").fetchone()[0] != 1:
+                changed.append("PRAGMA case_sensitive_like = ON")
+        except sqlite3.Error:
+            pass  # a connection the tick closed: other checks say so
+        return {**got, "changed": changed}
+    finally:
+        conn.close()

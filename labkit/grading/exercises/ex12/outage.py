@@ -61,6 +61,42 @@ def due_slots_bounded(
     return in_a_forked_child(run, timeout=seconds)
 
 
+def tick_latest_bounded(
+    values: MutableMapping[str, Any],
+    schedule: str,
+    period_s: int,
+    since: float,
+    now: float,
+    seconds: float,
+) -> dict[str, Any]:
+    """One ``tick`` with ``catch_up="latest"`` on a fresh exercise table in memory where
+    nothing fired, in a forked child whose memory may grow by ``BOUNDED_HEADROOM`` only and
+    that is killed after ``seconds``: a tick that lists every due slot (``"all"``) and
+    keeps the newest, on a schedule of seconds since 1970, raises ``MemoryError`` or runs
+    out of time there. The outcome and the keys the table then holds, or ``{"hung":
+    True}``."""
+
+    def run() -> dict[str, Any]:
+        _cap_the_address_space(BOUNDED_HEADROOM)
+        conn = lab_db(":memory:")
+        try:
+            with fresh_state(values):
+                got = outcome(
+                    values["tick"], Watched(conn), schedule, period_s, since, now, "latest"
+                )
+            try:
+                keys = [row[0] for row in conn.execute("SELECT key FROM jobs ORDER BY key")]
+            except sqlite3.ProgrammingError:  # the tick closed it
+                keys = []
+        finally:
+            conn.close()
+        if "returned" in got:
+            got["returned"] = repr(got["returned"])[:200]
+        return {**got, "table": keys[:5]}
+
+    return in_a_forked_child(run, timeout=seconds)
+
+
 def tick_in_memory(
     values: MutableMapping[str, Any],
     schedule: str,
