@@ -4657,6 +4657,139 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids[:20] if dry_run else ids
     """,
     ),
+    (
+        "ex06",
+        "redrive's limit given a default of 100 (a call that forgets it redrives 100 jobs)",
+        "redrive_requires_a_limit",
+        """
+        def redrive(conn, *, limit=100, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit must be 1 or more (100 when not given)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter SELECTs first in BEGIN IMMEDIATE; a job gone returns False with it open",
+        "leaves_no_transaction_open",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT state, lease_token FROM jobs WHERE id = :id", {"id": job_id}
+                ).fetchone()
+                if row is None:
+                    return False
+                if row["state"] != "running" or row["lease_token"] != token:
+                    conn.execute("ROLLBACK")
+                    return False
+                conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL,"
+                    " updated_at = :now WHERE id = :id",
+                    {"id": job_id, "reason": reason, "error": describe(error), "now": now},
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return True
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter's not-running branch returns False with its BEGIN IMMEDIATE still open",
+        "leaves_no_transaction_open",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT state, lease_token FROM jobs WHERE id = :id", {"id": job_id}
+                ).fetchone()
+                if row is None:
+                    conn.execute("ROLLBACK")
+                    return False
+                if row["state"] != "running":
+                    return False
+                if row["lease_token"] != token:
+                    conn.execute("ROLLBACK")
+                    return False
+                conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL,"
+                    " updated_at = :now WHERE id = :id",
+                    {"id": job_id, "reason": reason, "error": describe(error), "now": now},
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return True
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter lets any token bury a running job that has none (OR lease_token IS NULL)",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running'"
+                " AND (lease_token = :token OR lease_token IS NULL)"  # jobs claimed before tokens
+                " RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "redrive returns its ids as text, split from a group_concat ('1', not 1)",
+        "redrive_respects_the_limit",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                csv = conn.execute(
+                    "SELECT group_concat(id) FROM (SELECT id FROM jobs WHERE state = 'dead'"
+                    " AND (:kind IS NULL OR kind = :kind) ORDER BY updated_at, id LIMIT :limit)",
+                    {"kind": kind, "limit": limit}).fetchone()[0]
+                ids = csv.split(",") if csv else []
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -5045,6 +5178,21 @@ SAYS: dict[str, str] = {
     ),
     "dry-run answers cached by (kind, limit) in a module-level dict": (
         "not a cached answer from the first"
+    ),
+    "redrive's limit given a default of 100 (a call that forgets it redrives 100 jobs)": (
+        "with no limit at all"
+    ),
+    "dead_letter SELECTs first in BEGIN IMMEDIATE; a job gone returns False with it open": (
+        "a job that is gone"
+    ),
+    "dead_letter's not-running branch returns False with its BEGIN IMMEDIATE still open": (
+        "a job that is dead, not running"
+    ),
+    "dead_letter lets any token bury a running job that has none (OR lease_token IS NULL)": (
+        "with no token (lease_token NULL)"
+    ),
+    "redrive returns its ids as text, split from a group_concat ('1', not 1)": (
+        "as the integers the table holds"
     ),
 }
 
@@ -5451,6 +5599,108 @@ RIGHT: list[tuple[str, str, str]] = [
                 conn.execute("COMMIT")
             finally:
                 conn.row_factory = factory
+            return ids
+        """,
+    ),
+    (
+        "redrive in BEGIN EXCLUSIVE (the readers shut out too)",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN EXCLUSIVE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND kind = COALESCE(:kind, kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.executemany(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE id = :id", [{"id": i, "now": now} for i in ids])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return ids
+        """,
+    ),
+    (
+        "redrive's BEGIN IMMEDIATE inside 'with conn:' (its exit commits or rolls back)",
+        "leaves_no_transaction_open",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            return ids
+        """,
+    ),
+    (
+        "redrive picks its jobs into a TEMP table inside its transaction, dropped before COMMIT",
+        "a_large_redrive_is_one_transaction",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TEMP TABLE IF NOT EXISTS picked"
+                             " (pos INTEGER PRIMARY KEY, job INTEGER)")
+                conn.execute("DELETE FROM picked")
+                conn.execute(
+                    "INSERT INTO picked (job) SELECT id FROM jobs WHERE state = 'dead'"
+                    " AND (:kind IS NULL OR kind = :kind) ORDER BY updated_at, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})
+                ids = [r[0] for r in conn.execute("SELECT job FROM picked ORDER BY pos")]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT job FROM picked)", {"now": now})
+                conn.execute("DROP TABLE picked")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+        """,
+    ),
+    (
+        "a dry run in a deferred (read) BEGIN, the redrive in BEGIN IMMEDIATE",
+        "dry_run_changes_nothing",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
             return ids
         """,
     ),

@@ -17,6 +17,7 @@ from labkit.grading.exercises.ex06.deadletters import (
     row_of,
 )
 from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import add_job
 from labkit.lang import _
 
 #: The columns a dead letter sets; every other one stays as it was.
@@ -332,6 +333,43 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
             _("{said}; state {state}").format(
                 said=_("returned {value}").format(value=repr(ok)),
                 state=row_of(conn, job_id)["state"],
+            ),
+        )
+    # A running job with no token at all (claimed by a worker from before tokens, in the
+    # middle of a rolling deploy): its holder is that worker, and no token proves holding
+    # it. "OR lease_token IS NULL" as a way in lets any worker bury a job another runs.
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(
+            conn,
+            "pay:9:charge:v1",
+            kind="payment",
+            state="running",
+            attempt=1,
+            lease_owner="old-worker",
+            lease_until=NOW + 30,
+            updated_at=NOW - 5,
+        )
+        before = row_of(conn, job_id)
+        result = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            "tok-9",
+            "permanent error",
+            {"type": "ValueError"},
+            NOW,
+        )
+        after = row_of(conn, job_id)
+        expect(
+            not result.get("returned") and after == before,
+            _(
+                "False and job {job_id} unchanged for token 'tok-9': the job runs under "
+                "lease_owner 'old-worker' with no token (lease_token NULL)"
+            ).format(job_id=job_id),
+            _("{said}; state {state}").format(said=it_said(result), state=after["state"]),
+            _(
+                "lease_token = :token is never true for a job whose token is NULL: no way in "
+                "for a job without a token, its holder is another worker"
             ),
         )
     # One claim can hand a worker several jobs under one lease token (a batch): burying

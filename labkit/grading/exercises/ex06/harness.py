@@ -69,7 +69,7 @@ class Racing(Traced):
                 then()
             else:
                 threading.Event().wait(self.pause)
-            return Rows(rows, cursor.rowcount, cursor.lastrowid)
+            return Rows(rows, cursor.rowcount, cursor.lastrowid, description=cursor.description)
         return cursor
 
 
@@ -270,11 +270,17 @@ def redrive_while_a_worker_takes_a_job_after_a_commit(
 
 
 def _ids(result: dict[str, Any]) -> dict[str, Any]:
+    """The returned ids as ints; ``not_ints``, the answer as it came, when some id was no
+    int (a '7' of a group_concat split, a 7.0): the caller's ``job_id in ids`` misses it."""
     if "returned" in result:
+        given = result["returned"]
         try:
-            result["returned"] = [int(i) for i in result["returned"]]
+            result["returned"] = [int(i) for i in given]
         except (TypeError, ValueError):
-            result["returned"] = repr(result["returned"])[:200]
+            result["returned"] = repr(given)[:200]
+        else:
+            if any(type(i) is not int for i in given):
+                result["not_ints"] = repr(given)[:200]
     return result
 
 

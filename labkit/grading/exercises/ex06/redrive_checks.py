@@ -13,6 +13,7 @@ from labkit.grading.exercises.ex06.deadletters import (
     add_dead,
     it_said,
     redrive,
+    returned,
     row_of,
     said,
 )
@@ -52,6 +53,22 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
                 said(result),
             )
             _says_what_is_wrong(result, limit, dry_run=True)
+        # Required means no default of the code's own: a call that forgets the limit
+        # (redrive(conn, now=...)) is refused, not given a batch size nobody asked for.
+        result = ns.harness(HARNESS + "redrive", str(path), now=NOW)
+        expect(
+            _refused(result, None),
+            _(
+                "a refusal for redrive(conn, now=...) with no limit at all (a TypeError for "
+                "the missing argument, or a ValueError)"
+            ),
+            said(result),
+            _(
+                "no default for limit (or a default of None that is refused): an operator "
+                "who forgets it must be told, not have a batch size of the code's own "
+                "redriven"
+            ),
+        )
         expect(all_jobs(conn) == before, "nothing changed", _("jobs were changed"))
 
 
@@ -122,7 +139,8 @@ def redrive_keeps_the_key(ns: Namespace) -> None:
 def redrive_respects_the_limit(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         ids = add_dead(conn, 5)
-        got = redrive(ns, path, limit=2, now=NOW)
+        result = ns.harness(HARNESS + "redrive", str(path), limit=2, now=NOW)
+        got = returned(result, f"redrive(limit=2, now={NOW!r})")
         pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
         expect(
             len(pending) == 2,
@@ -133,6 +151,16 @@ def redrive_respects_the_limit(ns: Namespace) -> None:
             list(got) == ids[:2] and pending == ids[:2],
             _("the two oldest, {ids}").format(ids=ids[:2]),
             _("returned {ids}, pending {pending}").format(ids=list(got), pending=pending),
+        )
+        # The ids are the table's: integers, as a caller compares them (job_id in ids).
+        expect(
+            "not_ints" not in result,
+            _("the ids returned as the integers the table holds, {ids}").format(ids=ids[:2]),
+            _("returned {value}").format(value=result.get("not_ints")),
+            _(
+                "return row['id'] as read (an int): a '7' (a group_concat split, a str()) is "
+                "not 7, and the caller's job_id in ids misses it"
+            ),
         )
     # Hundreds of dead letters, dead at 10 s, 20 s ... 3000 s: every one asked for, the
     # oldest by time (not by text: '100.0' < '20.0'), no cap of the code's own.

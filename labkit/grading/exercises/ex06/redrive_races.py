@@ -169,18 +169,29 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
     error = {"type": "ValueError", "message": "no such customer"}
     with lab_file(ns) as (conn, path):
         redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
-        add_dead(conn, 3)
+        dead = add_dead(conn, 3)
         job = add_running(conn)
+        # The False paths of a dead_letter that SELECTs first, each its own early return:
+        # a job gone meanwhile (purged, deleted), and a job that is not running (the last
+        # dead one: the redrive below takes the first two).
+        falses = {
+            job + 1000: _("a job that is gone: no such row"),
+            dead[-1]: _("a job that is dead, not running"),
+        }
         calls: list[tuple[str, list[Any], dict[str, Any]]] = [
             ("redrive", [], {"limit": 2, "now": NOW, "dry_run": True}),
             ("redrive", [], {"limit": 0, "now": NOW}),
             ("redrive", [], {"limit": 5, "now": NOW, "kind": "no-such-kind"}),
             ("redrive", [], {"limit": 2, "now": NOW}),
             ("dead_letter", [job, "stale-token", "permanent", error, NOW], {}),
+            ("dead_letter", [job + 1000, "tok-1", "permanent", error, NOW], {}),
+            ("dead_letter", [dead[-1], "tok-1", "permanent", error, NOW], {}),
             ("dead_letter", [job, "tok-1", "permanent", error, NOW], {}),
         ]
         for name, args, kwargs in calls:
             got, call = _then_another_writes(ns, path, name, args, kwargs)
+            if args and args[0] in falses:
+                call = _("{call} ({which})").format(call=call, which=falses[args[0]])
             expect(
                 not got.get("closed"),
                 _("the connection {call} was given still open when it is over").format(call=call),
