@@ -275,35 +275,13 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
     # A 409 from the payment API (KeyInProgress, a TransientError): a request under the
     # charge's key, sent by another copy of the job, is still running. It may yet go
     # through: no decline, no release; raised as it came (or retried under the key).
-    with scene(ns) as folder:
-        got = ns.harness(
-            HARNESS + "run_timed_out_before", str(folder), ORDER, 1, "payments.charge", True
-        )
-        first, second = got["first"], got["second"]
-        steps, ok = steps_of(folder, ORDER["id"]), True
-        if "raised" in first:
-            ok = "KeyInProgress" in first["raised"] and "release" not in steps
-        ended = second if "raised" in first else first
-        done, seen = exactly_once(folder, ORDER, 1)
-        expect(
-            ok and ended.get("returned") == "done" and done,
-            _(
-                "after a 409 from the payment API on the charge (KeyInProgress, a "
-                "TransientError: a request under its key still running): run_order raising "
-                "it as it came (or retrying it under the same key), no release, and the "
-                "next run finishing the order: {effects}, the job 'done'"
-            ).format(effects=wanted(ORDER, 1, False)),
-            _("run_order {outcome}, then {again}; {seen}").format(
-                outcome=_ex14h_ended(first),
-                again=_ex14h_ended(second) if second else _("not run again"),
-                seen=seen,
-            ),
-            _(
-                "a 409 says the charge is under way, not that it was declined: only a "
-                "PermanentError (no IdempotencyConflict) from the charge is a decline; let "
-                "a TransientError out as it is"
-            ),
-        )
+    # The same from the mail API on the e-mail: the request in flight may fail (its
+    # worker died with it), so a 409 taken for a sent e-mail may lose it for good.
+    for where, said in (
+        ("payments.charge", _("the payment API on the charge")),
+        ("mail.send", _("the mail API on the e-mail")),
+    ):
+        _a_409_is_no_decline_nor_done(ns, where, said)
     # The reserve refused for good (a PermanentError from the ledger, not from the
     # charge): nothing was reserved, so nothing is released; the error goes out.
     with scene(ns) as folder:
@@ -326,6 +304,40 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
                 "compensate only when the step that raised PermanentError is the charge: "
                 "a reservation that never happened has nothing to release, and a +1 there "
                 "adds stock nobody took"
+            ),
+        )
+
+
+def _a_409_is_no_decline_nor_done(ns: Namespace, where: str, said: str) -> None:
+    """``where``'s first call answered 409 (``KeyInProgress``) before it reached the
+    service, nothing done: raised as it came (or retried under its key), no release, and
+    the next run finishing the order with each effect once."""
+    with scene(ns) as folder:
+        got = ns.harness(HARNESS + "run_timed_out_before", str(folder), ORDER, 1, where, True)
+        first, second = got["first"], got["second"]
+        steps, ok = steps_of(folder, ORDER["id"]), True
+        if "raised" in first:
+            ok = "KeyInProgress" in first["raised"] and "release" not in steps
+        ended = second if "raised" in first else first
+        done, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            ok and ended.get("returned") == "done" and done,
+            _(
+                "after a 409 from {where} (KeyInProgress, a TransientError: a request under "
+                "its key still running, which may yet fail): run_order raising it as it came "
+                "(or retrying it under the same key), no release, and the next run finishing "
+                "the order: {effects}, the job 'done'"
+            ).format(where=said, effects=wanted(ORDER, 1, False)),
+            _("run_order {outcome}, then {again}; {seen}").format(
+                outcome=_ex14h_ended(first),
+                again=_ex14h_ended(second) if second else _("not run again"),
+                seen=seen,
+            ),
+            _(
+                "a 409 says the call is under way, not that it was declined nor that it was "
+                "done: only a PermanentError (no IdempotencyConflict) from the charge is a "
+                "decline, and only the service's reply says an effect was done; let a "
+                "TransientError out as it is"
             ),
         )
 
@@ -1997,3 +2009,51 @@ def a_second_copy_of_a_declined_job_releases_once(ns: Namespace) -> None:
             seen,
             _("read tx.status(key) inside the transaction that posts and marks"),
         )
+
+
+@CHECKS.add(
+    2,
+    "follow POLICIES[<the version stored with the job>], whatever version that is: a job "
+    "started on a version deployed later (3, with version 2's steps) sends its receipt too; "
+    "steps written out for versions 1 and 2 alone leave it without one",
+    severe=True,
+)
+def a_job_started_on_the_newest_version_follows_its_steps(ns: Namespace) -> None:
+    newest = 3
+    for crash_after, then in ((None, newest), ("payments.charge", 1)):
+        with scene(ns) as folder:
+            # As a worker runs it: an error (a version its code does not know) is no crash.
+            got = dict(
+                ns.harness(HARNESS + "run", str(folder), ORDER, newest, crash_after, False, True)
+            )
+            if crash_after is not None and "raised" not in got:
+                got = dict(ns.harness(HARNESS + "run", str(folder), ORDER, then, None, False, True))
+            ok, seen = exactly_once(folder, ORDER, 2)
+            steps = steps_of(folder, ORDER["id"])
+            ended = raised_text(got) if "raised" in got else repr(got.get("returned"))
+            expect(
+                got.get("returned") == "done" and ok and steps == list(POLICIES_V2),
+                _(
+                    "order {order_id} started with policy_version={version} (deployed after "
+                    "version 2, its steps {steps}){crash}: {effects}, the job 'done', its "
+                    "checkpoints {steps}"
+                ).format(
+                    order_id=ORDER["id"],
+                    version=newest,
+                    steps=list(POLICIES_V2),
+                    crash=""
+                    if crash_after is None
+                    else _(
+                        ", killed right after its charge and resumed with policy_version={then}"
+                    ).format(then=then),
+                    effects=wanted(ORDER, 2, False),
+                ),
+                _("run_order: {outcome}; {seen}; its checkpoints {steps}").format(
+                    outcome=ended, seen=seen, steps=steps
+                ),
+                _(
+                    "read the job's policy_version from its row and take its steps from "
+                    "POLICIES[version] when the job runs, never from steps written out for the "
+                    "versions you know nor from a copy of POLICIES made at import"
+                ),
+            )

@@ -2344,6 +2344,47 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        # A 409 says a request under the key is still running; it may yet fail (its
+        # worker died with it): the e-mail taken for sent is then never sent.
+        "ex14",
+        "a 409 of the e-mail (KeyInProgress) taken for sent: the job 'done', no e-mail",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.world.services import KeyInProgress\n"
+        + _edit(
+            DO_STEP,
+            ("    return world.mail.send(", "    try:\n        return world.mail.send("),
+            (
+                'subject.format(order["id"]), idempotency_key=key)\n',
+                'subject.format(order["id"]), idempotency_key=key)\n'
+                "    except KeyInProgress:\n"
+                '        return {"in_progress": key}\n',
+            ),
+        ),
+    ),
+    (
+        # Fine for the two versions the student knew; a version deployed later (with
+        # version 2's steps) runs version 1's, its receipt never sent.
+        "ex14",
+        "the steps written out for versions 1 and 2 (a version 3 job sends no receipt)",
+        "a_job_started_on_the_newest_version_follows_its_steps",
+        _edit(
+            RUN_ORDER,
+            (
+                "for step in POLICIES[version]:",
+                "for step in (POLICIES[2] if version == 2 else POLICIES[1]):",
+            ),
+        ),
+    ),
+    (
+        # A copy made as the module is imported: a version deployed since is not in it,
+        # and every job started on that version raises KeyError on every delivery.
+        "ex14",
+        "POLICIES copied at import (a version deployed since raises KeyError on every run)",
+        "a_job_started_on_the_newest_version_follows_its_steps",
+        "_STEPS = dict(POLICIES)\n"
+        + _edit(RUN_ORDER, ("for step in POLICIES[version]:", "for step in _STEPS[version]:")),
+    ),
 ]
 
 
@@ -2451,6 +2492,9 @@ SEVERE = [
     "the release's mark read by world.ledger.status before its own transaction",
     "a 409 of the charge (KeyInProgress) retried at once under a new key (key + ':2')",
     "a 409 of the e-mail (KeyInProgress) sent again at once under a new key",
+    "a 409 of the e-mail (KeyInProgress) taken for sent: the job 'done', no e-mail",
+    "the steps written out for versions 1 and 2 (a version 3 job sends no receipt)",
+    "POLICIES copied at import (a version deployed since raises KeyError on every run)",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -2689,6 +2733,15 @@ SAYS = {
     ),
     "a 409 of the e-mail (KeyInProgress) sent again at once under a new key": (
         "its e-mail got a 409"
+    ),
+    "a 409 of the e-mail (KeyInProgress) taken for sent: the job 'done', no e-mail": (
+        "after a 409 from the mail API on the e-mail"
+    ),
+    "the steps written out for versions 1 and 2 (a version 3 job sends no receipt)": (
+        "started with policy_version=3"
+    ),
+    "POLICIES copied at import (a version deployed since raises KeyError on every run)": (
+        "started with policy_version=3"
     ),
 }
 
@@ -3027,6 +3080,43 @@ def do_step(world, order, step: str) -> dict:
                 "            except KeyInProgress:\n"
                 "                if attempt == 2:\n"
                 "                    raise\n",
+            ),
+        ),
+    ),
+    (
+        # SQLite takes the write lock at the checkpoint's INSERT, the first statement.
+        "the decline's transaction opened with a plain BEGIN (deferred)",
+        "the_decline_is_checkpointed_as_declined",
+        _edit(RUN_ORDER, ('conn.execute("BEGIN IMMEDIATE")', 'conn.execute("BEGIN")')),
+    ),
+    (
+        # The subject is the same on every run of the order and step: still one key each.
+        "each e-mail's key with its subject appended",
+        "the_receipt_and_the_email_say_what_they_are",
+        _edit(
+            DO_STEP,
+            (
+                'subject.format(order["id"]), idempotency_key=key)',
+                'subject.format(order["id"]),\n'
+                '        idempotency_key=key + ":" + subject.format(order["id"]),\n'
+                "    )",
+            ),
+        ),
+    ),
+    (
+        "the job inserted with INSERT OR IGNORE, 'done' set WHERE state = 'running'",
+        "a_resumed_job_keeps_its_first_policy_version",
+        _edit(
+            RUN_ORDER,
+            (
+                '"INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"\n'
+                '        " ON CONFLICT (order_id) DO NOTHING"',
+                '"INSERT OR IGNORE INTO step_jobs (order_id, policy_version)"\n'
+                '        " VALUES (:id, :version)"',
+            ),
+            (
+                "SET state = 'done' WHERE order_id = :id\"",
+                "SET state = 'done' WHERE order_id = :id AND state = 'running'\"",
             ),
         ),
     ),

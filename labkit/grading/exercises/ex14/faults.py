@@ -63,7 +63,7 @@ class AfterItsJobIsRead(Traced):
         rows = cursor.fetchall()
         then, self.then = self.then, None
         then()
-        return Rows(rows, cursor.rowcount, cursor.lastrowid)
+        return Rows(rows, cursor.rowcount, cursor.lastrowid, description=cursor.description)
 
 
 class LedgerDown(Moments):
