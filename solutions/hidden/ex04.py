@@ -1246,6 +1246,12 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
             {"type": "ValueError", "message": "card declined", "attrs": {"code": 502}},
             "permanent",
         ),
+        # Nor the status of an answer the error keeps (error.response.status, as client
+        # libraries attach it): that is the response's attribute, not the error's.
+        "ValueError('bad amount') with response.status = 503 (no status attribute)": (
+            {"type": "ValueError", "message": "bad amount", "response": {"status": 503}},
+            "permanent",
+        ),
     }
     _judged_without_a_key(
         ns,
@@ -1253,8 +1259,8 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
         _("{cases}; and None from next_delay for each of them without an idempotency_key"),
         _(
             "rule 3 reads getattr(error, 'status', None) when it is an int: a number in the "
-            "message, in error.args or in another attribute (error.code, error.status_code) is "
-            "an amount, a customer, a key, never the server's answer"
+            "message, in error.args or in another attribute (error.code, error.status_code, "
+            "error.response.status) is an amount, a customer, a key, never the server's answer"
         ),
     )
 

@@ -4233,6 +4233,122 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "the ambiguous flag of the error's __cause__ read too (a refused retry given up)",
+        "classify_never_sent",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False) or getattr(error.__cause__, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify falls back on error.response.status (a bad amount's answer of 503 retried)",
+        "classify_reads_the_status_attribute_only",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None and getattr(error, "response", None) is not None:
+                status = getattr(error.response, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "bell-shaped jitter cut to the range (rng.gauss(ceiling / 2, ceiling / 4) clamped)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return min(ceiling, max(0.0, rng.gauss(ceiling / 2, ceiling / 4)))
+    """,
+    ),
+    (
+        "ex04",
+        "every other labkit error called permanent (a busy store never retried)",
+        "retries_maybe_done_under_a_key",
+        """
+        from labkit.errors import LabkitError, PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, (PermanentError, LabkitError)):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a 429 without a Retry-After given up (no time said, no retry)",
+        "next_delay_is_the_backoff",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if getattr(error, "status", None) == 429 and retry_after is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -4665,6 +4781,21 @@ SAYS: dict[str, str] = {
     "urllib's URLError judged by its .reason (a refusal inside it called never sent)": (
         "urllib.error.URLError(ConnectionRefusedError())"
     ),
+    "the ambiguous flag of the error's __cause__ read too (a refused retry given up)": (
+        "raised from a ResponseLost"
+    ),
+    "classify falls back on error.response.status (a bad amount's answer of 503 retried)": (
+        "with response.status = 503"
+    ),
+    "bell-shaped jitter cut to the range (rng.gauss(ceiling / 2, ceiling / 4) clamped)": (
+        "21% to 29% in each quarter"
+    ),
+    "every other labkit error called permanent (a busy store never retried)": (
+        "of labkit's store errors"
+    ),
+    "a 429 without a Retry-After given up (no time said, no retry)": (
+        "never-sent error without a Retry-After"
+    ),
 }
 
 
@@ -4994,6 +5125,58 @@ RIGHT: list[tuple[str, str, str]] = [
                 if applies(error):
                     return verdict(error)
             return "permanent"
+    """,
+    ),
+    (
+        "no draw when Retry-After is at least the cap (the same delay, fewer draws)",
+        "honours_retry_after",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after >= cap:
+                delay = float(retry_after)
+            else:
+                delay = backoff(attempt - 1, rng, base, cap)
+                if isinstance(retry_after, (int, float)) and retry_after > delay:
+                    delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "backoff as ceiling - rng.uniform(0, ceiling) (the same draw, mirrored)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return ceiling - rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "next_delay draws the backoff before judging the error (a draw spent on giving up)",
+        "next_delay_is_the_backoff",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            delay = backoff(attempt - 1, rng, base, cap)
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
     """,
     ),
 ]

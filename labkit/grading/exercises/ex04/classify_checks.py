@@ -24,7 +24,16 @@ from labkit.lang import _
     "isinstance, not the exact class",
 )
 def classify_never_sent(ns: Namespace) -> None:
-    _verdicts(ns, NEVER_SENT, "never_sent")
+    _verdicts(
+        ns,
+        NEVER_SENT,
+        "never_sent",
+        _(
+            "go through rules 1 to 4 in order with isinstance, on the error you are given: "
+            "its own ambiguous flag and status, never those of the error it was raised from "
+            "(__cause__, __context__)"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -109,6 +109,27 @@ def backoff_has_full_jitter(ns: Namespace) -> None:
             "base) and nothing taken off the top"
         ),
     )
+    # And evenly over it, each quarter holding 21-29% of the 2000 (a uniform draw strays
+    # past that less than once in 10**4): a bell-shaped draw cut to the range, as
+    # min(ceiling, max(0, rng.gauss(ceiling / 2, ceiling / 4))), reaches both ends but
+    # crowds the middle.
+    quarters = [sum(1 for s in shares if q / 4 <= s < (q + 1) / 4) / len(got) for q in range(4)]
+    quarters[3] += sum(1 for s in shares if s >= 1) / len(got)
+    expect(
+        all(0.21 <= share <= 0.29 for share in quarters),
+        _(
+            "of 2000 delays for n=3 (ceiling 8), 21% to 29% in each quarter of 0..8 "
+            "(uniform over the whole range)"
+        ),
+        _("{shares} in the quarters").format(
+            shares=", ".join(f"{share:.0%}" for share in quarters)
+        ),
+        _(
+            "draw rng.uniform(0, ceiling): every delay in the range equally likely; a "
+            "bell-shaped draw (rng.gauss) cut to the range still sends most clients back "
+            "together in the middle"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -152,6 +152,35 @@ def retries_maybe_done_under_a_key(ns: Namespace) -> None:
                 "no pattern of your own for a key"
             ),
         )
+    # labkit's store errors are no TransientError, nor a PermanentError: a busy database or
+    # a dropped connection is a TimeoutError or a ConnectionError (rule 4), retried under a
+    # key like any other; rule 2 names two classes, not every labkit error.
+    store = {
+        "labkit's StoreBusy() (a TimeoutError)": {"type": "StoreBusy"},
+        "labkit's StatementTimeout() (a StoreBusy)": {"type": "StatementTimeout"},
+        "labkit's ConnectionLost() (a ConnectionError)": {"type": "ConnectionLost"},
+    }
+    at_start = {"started_at": 0.0, "now": 0.0, "idempotency_key": "job:42"}
+    got = delays_for(ns, [(spec, 2, at_start) for spec in store.values()])
+    first_draw = wants[2][0]
+    wrong = [
+        _("{delay} for {error}").format(delay=repr(g), error=name)
+        for name, g in zip(store, got, strict=True)
+        if g != first_draw
+    ]
+    expect(
+        not wrong,
+        _(
+            "after attempt 2 of each of labkit's store errors ({errors}), under a key "
+            "('job:42'), the delay backoff(1, rng) draws from the same seed: {draw}"
+        ).format(errors="; ".join(store), draw=round(first_draw, 4)),
+        "; ".join(wrong),
+        _(
+            "rule 2 names TransientError and PermanentError only: labkit's other errors go "
+            "by the rules after it, and a TimeoutError or a ConnectionError is no permanent "
+            "failure"
+        ),
+    )
 
 
 @CHECKS.add(

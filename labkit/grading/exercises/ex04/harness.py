@@ -17,9 +17,18 @@ import ssl
 import urllib.error
 from collections.abc import MutableMapping
 from http import HTTPStatus
+from types import SimpleNamespace
 from typing import Any
 
-from labkit.errors import IdempotencyConflict, PayloadError, PermanentError, TransientError
+from labkit.errors import (
+    ConnectionLost,
+    IdempotencyConflict,
+    PayloadError,
+    PermanentError,
+    StatementTimeout,
+    StoreBusy,
+    TransientError,
+)
 from labkit.grading.exercises import linesteps
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import ERRORS, build_error
@@ -81,6 +90,11 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
         # ValueError) and a key reused with another payload (a bug): "everything else".
         PayloadError,
         IdempotencyConflict,
+        # labkit's store errors, no TransientError: a TimeoutError (a busy database, a
+        # statement cut off) and a ConnectionError (a dropped connection), by rule 4.
+        StoreBusy,
+        StatementTimeout,
+        ConnectionLost,
         ConnectionAbortedError,
         asyncio.CancelledError,
         # The standard library's own: the server closed the connection without an answer
@@ -134,6 +148,10 @@ def _build(spec: dict[str, Any]) -> BaseException:
         error = build_error(spec)
     if "ambiguous" in spec:
         error.ambiguous = spec["ambiguous"]  # type: ignore[attr-defined]
+    if "response" in spec:
+        # A client library's answer kept on the error (error.response.status): the
+        # answer's fields, not the error's status attribute.
+        error.response = SimpleNamespace(**spec["response"])  # type: ignore[attr-defined]
     for name, value in spec.get("attrs", {}).items():
         # Attributes of a library's own (a decline code, a status_code): no HTTP status.
         setattr(error, name, value)

@@ -361,6 +361,35 @@ def next_delay_is_the_backoff(ns: Namespace) -> None:
             "again there (base * 2.0 ** (attempt - 1)) overflows for a large attempt"
         ),
     )
+    # Every never-sent error without a Retry-After is retried on the backoff: a 429 the
+    # server gave no time for is still "never sent" (rule 3), not a reason to give up.
+    want = draws(ns, 1, SEED, 1.0, 60.0, 1)
+    plain = {
+        "HTTP 429 (no Retry-After)": http(429),
+        "HTTP 503 (no Retry-After)": http(503),
+        "HTTP 408": http(408),
+        "RateLimited() (no Retry-After)": {"type": "RateLimited"},
+        "TransientError()": {"type": "TransientError"},
+    }
+    at_start = {"started_at": 0.0, "now": 0.0}
+    got = delays_for(ns, [(spec, 2, at_start) for spec in plain.values()])
+    wrong = [
+        _("{delay} for {error}").format(delay=repr(g), error=name)
+        for name, g in zip(plain, got, strict=True)
+        if g != want[0]
+    ]
+    expect(
+        not wrong,
+        _(
+            "after attempt 2 of each never-sent error without a Retry-After ({errors}), "
+            "the delay backoff(1, rng) draws from the same seed: {draw}"
+        ).format(errors="; ".join(plain), draw=round(want[0], 4)),
+        "; ".join(wrong),
+        _(
+            "a never-sent error is retried on the backoff whatever its status: with no "
+            "Retry-After the backoff alone says when (give up only by the contract's rules)"
+        ),
+    )
     # A tiny base reaches the cap only after many retries: an exponent clamped in
     # next_delay (min(attempt - 1, 10)) keeps the ceiling at 1 s when backoff says 33 s.
     same((16, 0.001, 60.0))

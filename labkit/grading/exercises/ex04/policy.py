@@ -56,6 +56,12 @@ NEVER_SENT = {
         "message": "connection refused",
         "status": True,
     },
+    # A second try refused after a lost answer, raised from it: rule 1 reads the flag of the
+    # error given, not of the one it was raised from. Nothing reached the server this time.
+    "ConnectionRefusedError() raised from a ResponseLost (the retry refused)": {
+        "type": "ConnectionRefusedError",
+        "cause": {"type": "ResponseLost"},
+    },
 }
 MAYBE_DONE = {
     "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
@@ -218,7 +224,9 @@ def verdicts(ns: Namespace, specs: list[dict[str, Any]]) -> list[Any]:
     return _results(ns.harness(HARNESS + "classify", specs), "classify")
 
 
-def _verdicts(ns: Namespace, table: dict[str, dict[str, Any]], want: str) -> None:
+def _verdicts(
+    ns: Namespace, table: dict[str, dict[str, Any]], want: str, hint: str | None = None
+) -> None:
     got = verdicts(ns, list(table.values()))
     wrong = {name: g for name, g in zip(table, got, strict=True) if g != want}
     expect(
@@ -228,6 +236,7 @@ def _verdicts(ns: Namespace, table: dict[str, dict[str, Any]], want: str) -> Non
             _("{verdict} for {error}").format(verdict=repr(g), error=name)
             for name, g in wrong.items()
         ),
+        hint,
     )
 
 
