@@ -4645,6 +4645,35 @@ def claim(conn, worker, now, lease_s):
             return dict(zip(names, tuple(row)))
     """,
     ),
+    (
+        "a dict row factory set on the connection for the claim, put back in a finally",
+        "returns_the_claimed_row_whole",
+        """
+        def _dicts(cursor, row):
+            return {d[0]: v for d, v in zip(cursor.description, row)}
+
+        def claim(conn, worker, now, lease_s):
+            factory = conn.row_factory
+            conn.row_factory = _dicts
+            try:
+                return conn.execute(
+                    \"\"\"
+                    UPDATE jobs
+                       SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))), updated_at = :now
+                     WHERE id = (SELECT id FROM jobs
+                            WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                               OR (state = 'running' AND lease_until <= :now)
+                            ORDER BY run_after, id LIMIT 1)
+                    RETURNING *
+                    \"\"\",
+                    {"worker": worker, "now": now, "lease_s": lease_s},
+                ).fetchone()
+            finally:
+                conn.row_factory = factory
+    """,
+    ),
 ]
 
 

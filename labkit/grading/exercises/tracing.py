@@ -201,6 +201,16 @@ class _Wrapped:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
+    def _run(self, sql: str, params: Any) -> sqlite3.Cursor:
+        """``sql`` run on the connection, its rows made by the row factory the student's
+        code set on this wrapper, if it set one: ``conn.row_factory = None`` for plain
+        tuples works on a watched connection as on the real one, while the check's own
+        reads of the connection keep the factory they were given."""
+        cursor = self._conn.execute(sql, params)
+        if "row_factory" in self.__dict__:
+            cursor.row_factory = self.__dict__["row_factory"]
+        return cursor
+
     def __setattr__(self, name: str, value: Any) -> None:
         # The connection's transaction mode is the connection's, not the wrapper's: a
         # student's ``conn.isolation_level = "IMMEDIATE"`` set only on the wrapper left
@@ -289,7 +299,7 @@ class Watched(_Wrapped):
         self._alive()
         verb = verb_of(sql)
         reading = self._lock.plain_read(self._conn, sql)
-        cursor = self._conn.execute(sql, params)
+        cursor = self._run(sql, params)
         if verb == "SELECT" and not (reading and self.pause):
             # A read is handed back open, as the real cursor: rows fetched one by one
             # while the caller writes keep the read (and its snapshot) open, as they do
@@ -401,7 +411,7 @@ class Traced(_Wrapped):
     def execute(self, sql: str, params: Any = ()) -> Any:
         self.statements.append(" ".join(sql.split()))
         reading = self._lock.plain_read(self._conn, sql)
-        cursor = self._conn.execute(sql, params)
+        cursor = self._run(sql, params)
         if reading and self.pause:
             rows = cursor.fetchall()
             self.pauses += 1

@@ -57,7 +57,7 @@ class Racing(Traced):
         word = " ".join(sql.split()).upper()
         if word.startswith("BEGIN"):
             self.locked = "IMMEDIATE" in word or "EXCLUSIVE" in word
-        cursor = self._conn.execute(sql, params)
+        cursor = self._run(sql, params)
         self.statements.append(word)
         if word.startswith(("COMMIT", "ROLLBACK", "END")):
             self.locked = False
