@@ -3872,6 +3872,21 @@ RIGHT: list[tuple[str, str, str]] = [
                     ctx.clock.sleep(min(exc.retry_after or 0.05, 0.05))
         """,
     ),
+    (
+        "a charge handler that renews its lease and reads ctx.clock (the worker's Context)",
+        "charge_survives_crash_after_effect",
+        """
+        def charge_handler(job, ctx):
+            ctx.heartbeat()
+            started = ctx.clock.now()
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            reply = ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key
+            )
+            assert ctx.clock.now() >= started
+            return reply
+    """,
+    ),
 ]
 
 

@@ -18,7 +18,6 @@ import signal
 import sqlite3
 import threading
 import time
-import types
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +32,7 @@ from labkit.faults import FaultPlan
 from labkit.grading.checks import StudentRaised
 from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.exercises.elsewhere import on_another_machine
-from labkit.grading.exercises.ex05.recorder import RecordingCtx, calls_in
+from labkit.grading.exercises.ex05.recorder import RecordingCtx, SceneCtx, calls_in
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved, to_year_end
 from labkit.grading.stub import is_stub, is_stub_text
@@ -290,7 +289,7 @@ def two_deliveries(
     def deliver(i: int) -> None:
         world = World(Path(folder) / "world.db", clock)
         try:
-            ctx = types.SimpleNamespace(world=world, point=lambda *a, **k: None)
+            ctx = SceneCtx(world, the_job, clock)
             start.wait()
             _observed(handler, errors, DELIVERY_PAUSE_S)(the_job, ctx)
             said[i] = "ok"
@@ -597,7 +596,7 @@ def two_workers(
             said = ""
             try:
                 world = World(Path(folder) / "world.db", clock)
-                ctx = types.SimpleNamespace(world=world, point=lambda *a, **k: None)
+                ctx = SceneCtx(world, the_job, clock)
                 errors: list[str] = []
                 os.read(go_r, 1)
                 try:

@@ -23,6 +23,7 @@ from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.dbfile import explain
 from labkit.errors import TransientError
 from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex05.recorder import SceneCtx
 from labkit.grading.stub import is_stub
 from labkit.store import JobStore
 from labkit.world.records import Effect
@@ -180,7 +181,7 @@ def while_the_first_runs(
 
     def deliver(i: int) -> None:
         world = types.SimpleNamespace(payments=payments, ledger=ledger)
-        ctx = types.SimpleNamespace(world=world, point=lambda *a, **k: None)
+        ctx = SceneCtx(world)
         try:
             if i == 1:
                 held.first_in.wait(JOIN_S)
@@ -236,9 +237,7 @@ def repeated_in_one_worker(
         the_job = store.get_by_key(key)
     reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
     payments = _Replaying(reply)
-    ctx = types.SimpleNamespace(
-        world=types.SimpleNamespace(payments=payments, ledger=None), point=lambda *a, **k: None
-    )
+    ctx = SceneCtx(types.SimpleNamespace(payments=payments, ledger=None), the_job)
     ends = []
     with fresh_state(values):
         for _time in range(2):

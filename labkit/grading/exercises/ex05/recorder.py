@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from labkit.clock import LAB_EPOCH, FakeClock
+
 
 class _Notes:
     def __init__(self, path: str) -> None:
@@ -88,6 +90,39 @@ class RecordingCtx:
 
     def point(self, *args: Any, **kwargs: Any) -> None:
         """The worker's fault points: nothing fires here."""
+
+    def heartbeat(self, lease_s: float | None = None) -> None:
+        """The worker's lease renewal: nothing to renew here."""
+
+    @property
+    def clock(self) -> FakeClock:
+        """The worker's clock, as a ``FakeClock`` made on first use (left out of a pickle:
+        the fresh process makes its own)."""
+        if "_clock" not in self.__dict__:
+            self.__dict__["_clock"] = FakeClock(LAB_EPOCH)
+        clock: FakeClock = self.__dict__["_clock"]
+        return clock
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_clock"}
+
+
+class SceneCtx:
+    """What the worker's ``Context`` (``labkit.worker``) offers a handler, for a call a
+    scene makes itself: ``world``, ``clock`` (a ``FakeClock`` unless given), ``job``, and
+    ``point`` and ``heartbeat``, which do nothing. A right handler that reads the clock or
+    renews its lease on its way finds them, as under a worker."""
+
+    def __init__(self, world: Any, job: Any = None, clock: Any = None) -> None:
+        self.world, self.job = world, job
+        self.clock = FakeClock(LAB_EPOCH) if clock is None else clock
+
+    def point(self, *args: Any, **kwargs: Any) -> None:
+        """The worker's fault points: nothing fires here."""
+
+    def heartbeat(self, lease_s: float | None = None) -> Any:
+        """The worker's lease renewal: nothing to renew; the job, as the worker's does."""
+        return self.job
 
 
 def calls_in(path: str | Path) -> list[dict[str, Any]]:

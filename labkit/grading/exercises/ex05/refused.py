@@ -19,6 +19,7 @@ from typing import Any
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import PermanentError, ResponseLost, StoreBusy, TransientError
 from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex05.recorder import SceneCtx
 from labkit.grading.stub import is_stub
 from labkit.store import JobStore
 from labkit.world import World
@@ -78,11 +79,8 @@ def handled_once(
     if the_job is not None and later:
         the_job = dataclasses.replace(the_job, **later)
     clock = FakeClock(LAB_EPOCH) if clock is None else clock
-    ctx = types.SimpleNamespace(
-        world=types.SimpleNamespace(payments=payments, ledger=ledger, clock=clock),
-        point=lambda *a, **k: None,
-        clock=clock,
-    )
+    world = types.SimpleNamespace(payments=payments, ledger=ledger, clock=clock)
+    ctx = SceneCtx(world, the_job, clock)
     with fresh_state(values):
         try:
             return {"returned": repr(need(values, handler)(the_job, ctx))}, None
