@@ -1497,3 +1497,69 @@ def _expect_a_refusal_after_the_later_failure(got: dict[str, Any], scene: str) -
             "one, moving the opening back and letting a trial out before the cooldown ends"
         ),
     )
+
+
+@CHECKS.add(
+    1,
+    "Breaker(threshold, cooldown_s, clock): made with its arguments in that order, without "
+    "keywords, the breaker opens at its threshold and waits its cooldown",
+)
+def arguments_in_the_order_given(ns: Namespace) -> None:
+    got = drive(
+        ns,
+        [["fail", 0], ["state", 0], ["fail", 0], ["state", 0]]
+        + [["advance", 7.5], ["allow", 0], ["advance", 0.25], ["allow", 0]],
+        threshold=2,
+        cooldown_s=7.75,
+        positional=True,
+    )
+    if isinstance(got[0], dict) and "not_made" in got[0]:
+        return  # keyword-only arguments: a caller who leaves the keywords out is told so
+    expect(
+        got[1] == "closed" and got[3] == "open" and got[5] is False and got[7] is True,
+        _(
+            "Breaker(2, 7.75, clock): closed after one failure and open after two; 7.5 s "
+            "later allow() is False, at 7.75 s True"
+        ),
+        _("state {one} then {two}; allow() {early} at 7.5 s and {late} at 7.75 s").format(
+            one=repr(got[1]), two=repr(got[3]), early=repr(got[5]), late=repr(got[7])
+        ),
+        _(
+            "def __init__(self, threshold, cooldown_s, clock): the order the contract gives; "
+            "a caller writing Breaker(5, 60.0, clock) gets a threshold of 60 or a clock of 5 "
+            "from a signature in another order, and no error to say so"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "the lock is made once, in __init__: no call puts a new lock on self (a thread still "
+    "waiting on the old one would run alongside a thread that takes the new one)",
+)
+def no_call_swaps_the_lock(ns: Namespace) -> None:
+    got = ns.harness(HARNESS + "locks_through_every_state")
+    swapped = got.get("swapped")
+    if not swapped:
+        return  # the other checks judge a breaker that raises
+    expect(
+        False,
+        _(
+            "threshold=2, cooldown_s=30: through closed, open, a failed trial, a successful "
+            "one and late results, the lock on the breaker stays the same object"
+        ),
+        _("a new lock at self.{where} after call {step}, {call} while {state}").format(
+            where=swapped["where"],
+            step=swapped["step"],
+            call={"allow": "allow()", "fail": "record_failure()"}.get(
+                swapped["call"], "record_success()"
+            ),
+            state=swapped["state"],
+        ),
+        _(
+            "make the lock once, in __init__, and never assign it again (nor call "
+            "self.__init__() to reset: set the counts and the state back by hand): a "
+            "thread blocked on the old lock goes in when it is released, while a new caller "
+            "takes the new lock, and two threads change the breaker at once"
+        ),
+    )

@@ -3071,6 +3071,121 @@ ZOO: list[tuple[str, str, str, str]] = [
                 super().record_success()
     """,
     ),
+    (
+        "ex07",
+        "__init__(self, clock, threshold=5, cooldown_s=30.0): Breaker(3, 30.0, clock) misread",
+        "arguments_in_the_order_given",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, clock, threshold=5, cooldown_s=30.0):
+                super().__init__(threshold, cooldown_s, clock)
+    """,
+    ),
+    (
+        "ex07",
+        "__init__(self, cooldown_s, threshold, clock): positional threshold and cooldown swapped",
+        "arguments_in_the_order_given",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, cooldown_s, threshold, clock):
+                super().__init__(threshold, cooldown_s, clock)
+    """,
+    ),
+    (
+        "ex07",
+        "record_success() resets by calling self.__init__() (a new lock while one is waited on)",
+        "no_call_swaps_the_lock",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                with self._lock:
+                    self.__init__(self.threshold, self.cooldown_s, self.clock)
+    """,
+    ),
+    (
+        "ex07",
+        "a new lock made at each opening (a waiter on the old one runs beside the new one's)",
+        "no_call_swaps_the_lock",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                        self._lock = threading.Lock()
+    """,
+    ),
+    (
+        "ex07",
+        "a _reset() helper that closes and makes a fresh lock, called by a trial's success",
+        "no_call_swaps_the_lock",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def _reset(self):
+                self.failures, self.state, self.trial_out = 0, "closed", False
+                self._lock = threading.Lock()
+
+            def record_success(self):
+                with self._lock:
+                    if self.state == "half_open":
+                        self._reset()
+                    else:
+                        self.failures = 0
+                        self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "a @dataclass with clock as its first field (Breaker(3, 30.0, clock) misread)",
+        "arguments_in_the_order_given",
+        """
+        import threading
+        from dataclasses import dataclass, field
+
+        @dataclass
+        class Breaker:
+            clock: object
+            threshold: int = 5
+            cooldown_s: float = 30.0
+            state: str = "closed"
+            failures: int = 0
+            opened_at: float = 0.0
+            trial_out: bool = False
+            _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
@@ -3373,6 +3488,24 @@ SAYS: dict[str, str] = {
     ),
     "closed lets at most 50 calls out at once (a bulkhead cap)": (
         "calls while closed, none of them back yet"
+    ),
+    "__init__(self, clock, threshold=5, cooldown_s=30.0): Breaker(3, 30.0, clock) misread": (
+        "Breaker(2, 7.75, clock): closed after one failure and open after two"
+    ),
+    "__init__(self, cooldown_s, threshold, clock): positional threshold and cooldown swapped": (
+        "Breaker(2, 7.75, clock): closed after one failure and open after two"
+    ),
+    "record_success() resets by calling self.__init__() (a new lock while one is waited on)": (
+        "the lock on the breaker stays the same object"
+    ),
+    "a new lock made at each opening (a waiter on the old one runs beside the new one's)": (
+        "the lock on the breaker stays the same object"
+    ),
+    "a _reset() helper that closes and makes a fresh lock, called by a trial's success": (
+        "the lock on the breaker stays the same object"
+    ),
+    "a @dataclass with clock as its first field (Breaker(3, 30.0, clock) misread)": (
+        "Breaker(2, 7.75, clock): closed after one failure and open after two"
     ),
 }
 
@@ -4337,6 +4470,73 @@ RIGHT: list[tuple[str, str, str]] = [
                         self.opened_at = self.clock.now()
                         self.trial_out = False
                         self.state = "open"
+    """,
+    ),
+    (
+        "keyword-only arguments (def __init__(self, *, threshold, cooldown_s, clock))",
+        "arguments_in_the_order_given",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, *, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+    """,
+    ),
+    (
+        "one lock on the class for every breaker (a class attribute, no lock in __init__)",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            _lock = threading.Lock()
+
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                del self._lock
+    """,
+    ),
+    (
+        "a @dataclass with the contract's fields in order, the lock a default_factory",
+        "arguments_in_the_order_given",
+        """
+        import threading
+        from dataclasses import dataclass, field
+
+        @dataclass
+        class Breaker:
+            threshold: int
+            cooldown_s: float
+            clock: object
+            state: str = "closed"
+            failures: int = 0
+            opened_at: float = 0.0
+            trial_out: bool = False
+            _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
     """,
     ),
 ]

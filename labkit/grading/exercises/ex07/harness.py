@@ -46,6 +46,7 @@ from labkit.grading.exercises.ex07.races import (
     race_at_the_failed_trial,
     result_while_a_call_holds_the_breaker,
 )
+from labkit.grading.exercises.ex07.relocks import locks_through_every_state
 from labkit.grading.exercises.ex07.steps import (
     race_at_each_step_of_a_failure,
     race_at_each_step_of_a_failure_and_a_success,
@@ -60,6 +61,7 @@ from labkit.grading.stub import is_stub
 
 #: The races, for the grading channel (it calls ``exNN.harness`` functions only).
 RACES = (
+    locks_through_every_state,
     race_at_a_stale_failure_time,
     race_at_each_step_of_a_failure,
     race_at_each_step_of_a_failure_and_a_success,
@@ -119,6 +121,7 @@ def drive(
     start: float | None = None,
     tz: str | None = None,
     settings: list[list[float]] | None = None,
+    positional: bool = False,
 ) -> list[Any]:
     """Run ``steps`` on ``breakers`` new breakers sharing one fake clock; one result per step.
 
@@ -127,7 +130,9 @@ def drive(
     clocks' first reading (epoch seconds); ``tz`` a POSIX ``TZ`` the process runs in for
     the steps (the machine's local time zone, put back after). ``settings`` gives each
     breaker ``i`` its own ``[threshold, cooldown_s]`` (``settings[i]``), in place of the
-    ones they all share.
+    ones they all share. With ``positional`` the breakers are made as the contract writes
+    it, ``Breaker(threshold, cooldown_s, clock)``, with no keywords; a breaker that cannot
+    be made so (a keyword-only signature) gives ``[{"not_made": the error}]``.
     A step whose call raised gives ``{"raised": [...], "message": ...}`` and ends the run.
     """
     clocks = [
@@ -141,11 +146,20 @@ def drive(
 
         def build(i: int) -> Any:
             own, cooldown = (threshold, cooldown_s) if settings is None else settings[i]
+            clock = clocks[i % len(clocks)]
+            if positional:
+                return need(values, "Breaker")(int(own), float(cooldown), clock)
             return need(values, "Breaker")(
-                threshold=int(own), cooldown_s=float(cooldown), clock=clocks[i % len(clocks)]
+                threshold=int(own), cooldown_s=float(cooldown), clock=clock
             )
 
-        made: list[Any] = [build(i) for i in range(breakers)]
+        if positional:
+            try:
+                made: list[Any] = [build(i) for i in range(breakers)]
+            except TypeError as exc:
+                return [{"not_made": raised(exc)}]
+        else:
+            made = [build(i) for i in range(breakers)]
         callers: dict[int, _Caller] = {}
 
         def stop_callers() -> None:
