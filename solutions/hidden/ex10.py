@@ -972,11 +972,24 @@ def _more_than_a_listing_holds(db: Path) -> None:
 
 
 def _keyless_are_jobs_of_their_own(ns: Namespace, db: Path, bodies: tuple[Any, ...]) -> None:
-    """POST ``bodies`` without a key to a server over ``db``: a job of its own for each."""
+    """POST ``bodies`` without a key to a server over ``db``: a job of its own for each.
+
+    The server's clocks are stopped (a coarse clock, for requests that follow each other
+    fast): a key made of the time is one key for every request."""
     folder = db.parent
-    with served(ns, db) as app:
+    hint = _(
+        "pass key=None to store.enqueue when the request has no Idempotency-Key (a key "
+        "made from the body merges two requests that happen to be alike, one made from "
+        "the number of jobs store.jobs() lists, which stops at 1000, from id(body), "
+        "which Python hands out again, or from the time (time.time(), time_ns()), "
+        "which a coarse clock reads the same for requests that follow each other "
+        "fast, merges any two)"
+    )
+    with served(ns, db, stopped_clock=True) as app:
         ids = [
-            accepted_id(app.post(body), _("the request {body} without a key").format(body=body))
+            accepted_id(
+                app.post(body), _("the request {body} without a key").format(body=body), hint
+            )
             for body in bodies
         ]
         stored = [len(jobs_for(folder / "jobs.db", "alice", body)) for body in bodies[:2]]
@@ -984,10 +997,7 @@ def _keyless_are_jobs_of_their_own(ns: Namespace, db: Path, bodies: tuple[Any, .
             len(set(ids)) == 3 and stored == [2, 1],
             "three jobs for three requests without a key, two of them with the same body",
             _("job ids {ids}, jobs stored per request {stored}").format(ids=ids, stored=stored),
-            "pass key=None to store.enqueue when the request has no Idempotency-Key (a key "
-            "made from the body merges two requests that happen to be alike, one made from "
-            "the number of jobs store.jobs() lists, which stops at 1000, or from id(body), "
-            "which Python hands out again, merges any two)",
+            hint,
         )
 
 
@@ -1699,8 +1709,9 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "a reused Idempotency-Key with another body is never answered as accepted with the "
-    "first job (200 or 202 and its id): that request is then dropped while its client "
+    "a reused Idempotency-Key with another body (one whose only change is a value's JSON "
+    "type, false for 0, too) is never answered as accepted with the first job (200 or 202 "
+    "and its id): that request is then dropped while its client "
     "believes it runs; nor stored while refused, nor once per copy sent; the refusal leaves "
     "the job database free for the workers, and another request's job, written meanwhile, "
     "as it was; and a key whose request was refused for a credential is free for the "
@@ -1720,6 +1731,7 @@ def a_conflict_is_never_answered_as_accepted(ns: Namespace) -> None:
         stored = jobs_for(folder / "jobs.db", "alice", other_body)
         _a_worker_claims_after_the_refusal(folder / "jobs.db")
         _a_refusal_leaves_another_job_alone(app, folder / "jobs.db")
+        _a_lookalike_body_is_another_request(app, folder / "jobs.db")
     dropped = 200 <= other.status_code < 300 and not stored
     expect(
         not dropped,
@@ -1791,6 +1803,39 @@ def _a_refusal_leaves_another_job_alone(app: App, db: Path) -> None:
             "check_same_thread=False) passed as store.enqueue(..., conn=...)), the rollback "
             "of a refused request undoes the job another request has just written and is "
             "about to answer 202 for. Or call store.enqueue without conn="
+        ),
+    )
+
+
+#: A request, and the same key sent with another body that Python's == takes for the
+#: first (0 == False), and JSON does not: the store fingerprints the JSON text.
+LOOKALIKES: tuple[dict[str, Any], dict[str, Any]] = (
+    {"month": "2027-11", "include_closed": 0},
+    {"month": "2027-11", "include_closed": False},
+)
+
+
+def _a_lookalike_body_is_another_request(app: App, db: Path) -> None:
+    """The reused key 'k-14' with a body that differs from the first only in a value's
+    JSON type (false for 0): refused or stored, never answered with the first job."""
+    first, other = LOOKALIKES
+    accepted_id(app.post(first, key="k-14"), _("the first request with key 'k-14'"))
+    reply = app.post(other, key="k-14")
+    wanted = _as_json_text({"owner": "alice", "request": other})
+    stored = [j["id"] for j in jobs_in(db) if _as_json_text(j["payload"]) == wanted]
+    expect(
+        not (200 <= reply.status_code < 300 and not stored),
+        _(
+            "the request {body} sent with key 'k-14', already used for {first}, refused "
+            "(409 or 422) or stored: false is not 0 in JSON, it is another body"
+        ).format(body=_as_json_text(other), first=_as_json_text(first)),
+        _("{status} {text}, and no job holds {body}").format(
+            status=reply.status_code, text=reply.text[:120], body=_as_json_text(other)
+        ),
+        _(
+            "let store.enqueue judge a reused key: it compares the bodies as JSON text. A "
+            "comparison of your own with == takes False for 0 and 1.0 or True for 1, and "
+            "answers a new request with the first job, which never runs what it asked"
         ),
     )
 

@@ -1993,6 +1993,144 @@ def outcome(check_name: str, workdir: Path):  # type: ignore[no-untyped-def]
     return run_check(check, Namespace({}, workdir))
 
 
+#: A database session per request from a FastAPI dependency with ``yield``, as the SQL
+#: tutorials write one: the code after its ``yield`` (the commit) runs once the answer is
+#: sent, unless the dependency is declared with ``scope="function"``.
+SESSION_DEPENDENCY = """import sqlite3
+
+from fastapi import Depends
+
+
+def db_session():
+    conn = sqlite3.connect(os.environ.get("EX10_DB", "ex10_jobs.db"), timeout=30,
+                           check_same_thread=False)
+    try:
+        yield conn
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        conn.close()
+
+
+"""
+#: The end of accept's signature, where a dependency parameter goes.
+SIGNATURE_END = """    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    \"\"\"Accept"""
+
+
+def _with_session(scope: str) -> list[tuple[str, str]]:
+    """The edits that make accept enqueue on the session of ``db_session`` (``scope``:
+    the argument of Depends, as source text)."""
+    return [
+        (
+            '@app.post("/reports", status_code=202)',
+            SESSION_DEPENDENCY + '@app.post("/reports", status_code=202)',
+        ),
+        (
+            SIGNATURE_END,
+            SIGNATURE_END.replace(
+                "= None,\n) ->",
+                "= None,\n    conn: Annotated[sqlite3.Connection, "
+                f"Depends(db_session{scope})] = None,\n) ->",
+            ),
+        ),
+        (ENQUEUE, ENQUEUE.replace("key=key)", "key=key, conn=conn)")),
+    ]
+
+
+def _edited(edits: list[tuple[str, str]], text: str) -> str:
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+#: The lookup of a key the app makes itself before enqueue, answering a retry from it;
+#: ``{differ}``: its test that the stored request is another body.
+LOOKUP_FIRST = """    if key is not None:
+        existing = store.get_by_key(key)
+        if existing is not None:
+            if {differ}:
+                return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} was "
+                                     "already used with another body"}, status_code=422)
+            return JSONResponse({"job_id": existing.id}, status_code=202, headers={
+                "Location": f"/reports/{existing.id}", "Retry-After": str(RETRY_AFTER_S)})
+    try:
+"""
+
+#: The reference's routes, from accept's decorator on; and from there to its enqueue.
+_ROUTES = reference_app()[reference_app().index("@app.post") :]
+_ACCEPT_TO_ENQUEUE = _ROUTES[: _ROUTES.index(ENQUEUE) + len(ENQUEUE)]
+
+# A commit after the answer, and a body compared by Python's == (False == 0).
+ZOO += [
+    (
+        "the job committed by a yield dependency's exit, after the 202 is sent",
+        "job_is_committed_before_the_202",
+        STATUS_OK,
+        _ACCEPT_TO_ENQUEUE,
+        _edited(_with_session(""), _ACCEPT_TO_ENQUEUE),
+    ),
+    (
+        "a retry recognised by a lookup first, bodies compared with == (false taken for 0)",
+        "a_conflict_is_never_answered_as_accepted",
+        STATUS_OK,
+        "    try:\n" + ENQUEUE,
+        LOOKUP_FIRST.replace("{differ}", 'existing.payload.get("request") != body') + ENQUEUE,
+    ),
+]
+
+
+#: A Pydantic model of the body, as the FastAPI tutorial declares one: fields it does not
+#: name are dropped (extra="ignore"), a credential among them too.
+PYDANTIC_BODY = """from pydantic import BaseModel
+
+
+class ReportRequest(BaseModel):
+    month: str
+
+
+"""
+
+# A key made of the clock for a request without one, and a body model that drops fields.
+ZOO += [
+    (
+        # Unique enough on a fine clock; a coarse one (15 ms on some hosts) reads the same
+        # for requests that follow each other fast, and they share a key.
+        "a request without a key keyed by time.time() (two in one clock tick share a job)",
+        "requests_without_a_key_are_never_merged",
+        STATUS_OK,
+        KEY_LINE,
+        "    import time\n\n"
+        '    key = f"report:{owner}:{idempotency_key}" if idempotency_key is not None else '
+        'f"report:{owner}:at-{time.time()}"\n',
+    ),
+    (
+        "the body read into a Pydantic model, which drops the fields it does not name",
+        "the_request_is_stored_whole",
+        STATUS_OK,
+        _ROUTES[: _ROUTES.index(CALLER) + len(CALLER)],
+        _edited(
+            [
+                (
+                    '@app.post("/reports", status_code=202)',
+                    PYDANTIC_BODY + '@app.post("/reports", status_code=202)',
+                ),
+                (
+                    "    body: Annotated[dict[str, Any], Body()],\n",
+                    "    request: ReportRequest,\n",
+                ),
+                (CALLER, "    body = request.model_dump()\n" + CALLER),
+            ],
+            _ROUTES[: _ROUTES.index(CALLER) + len(CALLER)],
+        ),
+    ),
+]
+
+
 @pytest.mark.parametrize(
     "mistake, failing, passing, old, new", ZOO, ids=[entry[0] for entry in ZOO]
 )
@@ -2658,6 +2796,93 @@ def status(
         return JSONResponse({"detail": "no such job"}, status_code=404)
     return JSONResponse(status_view(job))
 """,
+    ),
+]
+
+
+# A session dependency committed before the answer, keys and bodies judged otherwise, a
+# job due when the caller is told to poll, and a relative Location.
+RIGHT += [
+    (
+        "the job enqueued on a yield dependency's session, scope='function' (committed "
+        "before the answer)",
+        "job_is_committed_before_the_202",
+        _edited(_with_session(', scope="function"'), _ROUTES),
+    ),
+    (
+        "the owner and the key percent-encoded (urllib.parse.quote) in the job key",
+        "keys_are_compared_exactly",
+        _edited(
+            [
+                (
+                    KEY_LINE,
+                    "    from urllib.parse import quote\n\n"
+                    "    key = None if idempotency_key is None else "
+                    "f\"report:{quote(owner, safe='')}:{quote(idempotency_key, safe='')}\"\n",
+                )
+            ],
+            _ROUTES,
+        ),
+    ),
+    (
+        "a retry recognised by a lookup first, bodies compared as JSON with sorted keys",
+        "a_conflict_is_never_answered_as_accepted",
+        _edited(
+            [
+                (
+                    "    try:\n" + ENQUEUE,
+                    "    import json\n\n"
+                    + LOOKUP_FIRST.replace(
+                        "{differ}",
+                        'json.dumps(existing.payload.get("request"), sort_keys=True) '
+                        "!= json.dumps(body, sort_keys=True)",
+                    )
+                    + ENQUEUE,
+                )
+            ],
+            _ROUTES,
+        ),
+    ),
+    (
+        "the job due when Retry-After says to poll (run_after=time.time() + RETRY_AFTER_S)",
+        "every_202_says_where_and_when_to_poll",
+        _edited(
+            [
+                (
+                    ENQUEUE,
+                    "        import time\n\n"
+                    + ENQUEUE.replace(
+                        "key=key)",
+                        "key=key,\n                                     "
+                        "run_after=time.time() + RETRY_AFTER_S)",
+                    ),
+                )
+            ],
+            _ROUTES,
+        ),
+    ),
+    (
+        # uuid1 holds the time, yet repeats no value within a process, even on a clock
+        # that reads the same.
+        "a request without a key given a key of its own from uuid.uuid1()",
+        "requests_without_a_key_are_never_merged",
+        _edited(
+            [
+                (
+                    KEY_LINE,
+                    "    import uuid\n\n"
+                    '    key = f"report:{owner}:{idempotency_key}" if idempotency_key is not '
+                    'None else f"report:{owner}:auto-{uuid.uuid1()}"\n',
+                )
+            ],
+            _ROUTES,
+        ),
+    ),
+    (
+        # Resolved against the URL posted to (/reports), 'reports/7' is /reports/7.
+        "a relative Location without a leading slash ('reports/7')",
+        "every_202_says_where_and_when_to_poll",
+        _edited([(LOCATION, LOCATION.replace('f"/reports/', 'f"reports/'))], _ROUTES),
     ),
 ]
 

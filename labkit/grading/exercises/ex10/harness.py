@@ -22,6 +22,10 @@ solution regions, so the stub has it too). It adds these to the app:
   names the app imported before calling ``install``), as on a server whose clock is
   then: a check can put a crash just before midnight and the restart just after. The
   monotonic clocks are left alone.
+- ``EX10_CLOCK_STOPPED=1``: every wall clock of the process (and the monotonic ones with
+  them) reads its first reading at every call, as a coarse clock does for requests that
+  follow each other fast (15 ms on some hosts; or one NTP stepped back): a value made
+  of the time repeats, one drawn from randomness (``uuid4``) does not.
 - ``EX10_CLOCK_JUMP_S=<seconds>``: the wall clocks jump that much later (as
   ``EX10_CLOCK_SHIFT_S`` moves them) once the first POST has been answered, as the next
   request comes long after: a time read once, at import or at the first request (a
@@ -76,6 +80,7 @@ STORE_DOWN_ENV = "EX10_STORE_DOWN"
 RENEWED_TOKENS_ENV = "EX10_RENEWED_TOKENS"
 CLOCK_SHIFT_ENV = "EX10_CLOCK_SHIFT_S"
 CLOCK_JUMP_ENV = "EX10_CLOCK_JUMP_S"
+CLOCK_STOPPED_ENV = "EX10_CLOCK_STOPPED"
 LOG_RECORDS_ENV = "EX10_LOG_RECORDS"
 NOT_STARTED_STATUS = 501
 
@@ -93,9 +98,10 @@ def install(app: FastAPI) -> FastAPI:
     if os.environ.get(CRASH_ENV) == "1":
         app.add_middleware(_CrashAt202)
     shift_s = float(os.environ.get(CLOCK_SHIFT_ENV) or 0)
-    if shift_s:
+    stopped = os.environ.get(CLOCK_STOPPED_ENV) == "1"
+    if shift_s or stopped:
         # The app's module, half run: the names it bound before this call.
-        _shift_clock(shift_s, sys._getframe(1).f_globals)
+        _shift_clock(shift_s, sys._getframe(1).f_globals, stopped)
     jump_s = float(os.environ.get(CLOCK_JUMP_ENV) or 0)
     if jump_s:
         app.add_middleware(_ClockJump, jump_s=jump_s, names=sys._getframe(1).f_globals)
@@ -120,11 +126,15 @@ def install(app: FastAPI) -> FastAPI:
 _MOVED = contextlib.ExitStack()
 
 
-def _shift_clock(shift_s: float, names: dict[str, Any]) -> None:
+def _shift_clock(shift_s: float, names: dict[str, Any], stopped: bool = False) -> None:
     """Make the process's wall clocks read ``shift_s`` seconds later, in the ``time`` and
     ``datetime`` modules and among ``names`` (the app's globals), for good; the monotonic
-    clocks, which uvicorn's event loop times itself with, run on."""
-    _MOVED.enter_context(clock_moved(names, shift_s, datetime_module=True, steady=False))
+    clocks, which uvicorn's event loop times itself with, run on, unless ``stopped``: then
+    every clock reads its first reading again at every call (the loop's timers never come
+    due, which a server answering requests does not need)."""
+    _MOVED.enter_context(
+        clock_moved(names, shift_s, datetime_module=True, steady=False, stopped=stopped)
+    )
 
 
 def _add_tokens(spec: str) -> None:

@@ -33,6 +33,7 @@ from labkit.grading.course import ROOT
 from labkit.grading.exercises.ex10.harness import (
     CLOCK_JUMP_ENV,
     CLOCK_SHIFT_ENV,
+    CLOCK_STOPPED_ENV,
     CRASH_AFTER_ENQUEUE_ENV,
     CRASH_ENV,
     HOLD_ENV,
@@ -222,6 +223,7 @@ def served(
     log_everything: bool = False,
     clock_jump_s: float = 0.0,
     hold_after_enqueue: tuple[float, str] | None = None,
+    stopped_clock: bool = False,
 ) -> Iterator[App]:
     """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out.
 
@@ -232,6 +234,8 @@ def served(
     ``renewed_tokens``: more ``{token: owner}`` pairs ``caller_of`` accepts there.
     ``clock_at``: the epoch time the server's wall clocks read as it starts.
     ``clock_jump_s``: how much later they read once its first POST is answered.
+    ``stopped_clock``: every clock there reads its first reading again at each call (a
+    coarse clock): a value the app makes of the time is the same for every request.
     ``hold_after_enqueue``: ``(seconds, mark)``, the wait of an ``enqueue`` that created a
     job whose payload holds ``mark``, before it returns.
     ``store_fault``: the app's store can be taken down while it runs (``App.store_down``).
@@ -259,6 +263,7 @@ def served(
         RENEWED_TOKENS_ENV,
         CLOCK_SHIFT_ENV,
         CLOCK_JUMP_ENV,
+        CLOCK_STOPPED_ENV,
         STORE_DOWN_ENV,
         LOG_RECORDS_ENV,
     ):
@@ -267,6 +272,8 @@ def served(
         env[CLOCK_SHIFT_ENV] = repr(clock_at - time.time())
     if clock_jump_s:
         env[CLOCK_JUMP_ENV] = repr(clock_jump_s)
+    if stopped_clock:
+        env[CLOCK_STOPPED_ENV] = "1"
     if renewed_tokens:
         env[RENEWED_TOKENS_ENV] = ",".join(f"{t}={o}" for t, o in renewed_tokens.items())
     if tz is not None:
