@@ -528,6 +528,28 @@ def relay_marks_sent_at_the_now_given(ns: Namespace) -> None:
             sent,
             _("set sent_at to the now given, never to max(now, a sent_at already saved)"),
         )
+    # One relay process, two runs: the broker refuses message 2 in the first (at now),
+    # the second runs 5 s later. Each run marks its rows at its own now: a now kept in
+    # module state from the first run stamps the second run's rows with a past time.
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS[:3])
+        got = ns.harness(
+            HARNESS + "relay_again_in_one_process", str(path), str(path.parent / "b.db"), now, 2
+        )
+        _raised(got["second"], "relay_once(conn, publish, now)", _("try relay_once twice"))
+        sent = [r["sent_at"] for r in rows_of(conn, "all_outbox")]
+        expect(
+            sent == [now, now + 5, now + 5],
+            _(
+                "sent_at = [{now}, {later}, {later}]: one relay process ran at now={now} (the "
+                "broker refused message 2), then again at now={later}"
+            ).format(now=now, later=now + 5),
+            sent,
+            _(
+                "read now from the argument of each call; keep no clock from an earlier run "
+                "in module state"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -601,6 +623,37 @@ def a_locked_database_is_an_error_not_a_repeat(ns: Namespace) -> None:
                 ),
                 _("it {outcome}").format(outcome=did(got["freed"])),
             )
+
+
+@CHECKS.add(
+    1,
+    "when BEGIN IMMEDIATE itself fails ('database is locked'), place_order and consume "
+    "let that very error out: a ROLLBACK with no transaction open raises 'cannot "
+    "rollback - no transaction is active' and hides why the call failed",
+)
+def a_refused_begin_reports_the_lock_not_a_rollback(ns: Namespace) -> None:
+    body = json.dumps({"order_id": 9, "customer": "ana", "total": 4200})
+    cases = (
+        ("place_order", outbox_db, "shop.db", [9, "ana", 4200], "place_order(conn, 9, ...)"),
+        ("consume", consumer_db, "mail.db", [message_id(9), body], f"consume({message_id(9)!r})"),
+    )
+    for name, make, filename, args, call in cases:
+        with lab_file(ns, make, filename) as (_conn, path):
+            got = ns.harness(HARNESS + "call_while_locked", name, str(path), args)
+        locked = got["locked"]
+        expect(
+            "raised" not in locked or "locked" in str(locked.get("message", "")).lower(),
+            _(
+                "{call}, while another process holds the write lock, to raise sqlite3's own "
+                "'database is locked'"
+            ).format(call=call),
+            _("it {outcome}").format(outcome=did(locked)),
+            _(
+                "open the transaction before the try (or roll back only when "
+                "conn.in_transaction): a ROLLBACK after a BEGIN that failed raises its own "
+                "error, which replaces the one that says what went wrong"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -940,6 +993,48 @@ def each_shop_database_relays_its_own_messages(ns: Namespace) -> None:
             _(
                 "read the pending rows from the connection you are given at each run: rows "
                 "left from a run the broker stopped stay in that shop's outbox, pending"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "publish each row's own body, read from the database relay_once is given: a body kept "
+    "by message id (in module state) from another shop's run sends that shop's customer "
+    "and total out as this shop's order of the same id",
+    severe=True,
+)
+def each_shop_relay_publishes_its_own_body(ns: Namespace) -> None:
+    tenants = [[[7, "ana", 4200], [8, "caio", 310]], [[7, "bia", 1599], [8, "dora", 77]]]
+    with (
+        lab_file(ns, outbox_db, "shop.db") as (first, first_path),
+        lab_file(ns, outbox_db, "shop2.db") as (second, second_path),
+    ):
+        seed_outbox(first, tenants[0])
+        seed_outbox(second, tenants[1])
+        saved = [[r["body"] for r in rows_of(conn, "all_outbox")] for conn in (first, second)]
+        got = ns.harness(
+            HARNESS + "relay_in_each_database", [str(first_path), str(second_path)], NOW
+        )
+        for run in got["runs"]:
+            _raised(
+                run, "relay_once(conn, publish, now)", _("try relay_once with a list as broker")
+            )
+        sent = got["bodies"]
+        ok = len(sent) == 2 and all(
+            len(bodies) == len(own) and all(map(_same_json, bodies, own))
+            for bodies, own in zip(sent, saved, strict=True)
+        )
+        expect(
+            ok,
+            _(
+                "relay_once on two shop databases in one process, each holding orders 7 and 8 "
+                "of its own customers: each run publishes its own shop's bodies, {saved}"
+            ).format(saved=saved),
+            _("the runs published {sent}").format(sent=sent),
+            _(
+                "publish the body of the row you read from this call's connection; keep no "
+                "body, nor anything else read from an outbox, in module state between calls"
             ),
         )
 

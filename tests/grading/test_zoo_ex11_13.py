@@ -1530,6 +1530,104 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex11",
+        "place_order opens its transaction inside the try and rolls back unguarded (a refused "
+        "BEGIN reported as 'cannot rollback')",
+        "a_refused_begin_reports_the_lock_not_a_rollback",
+        """
+        def place_order(conn, order_id, customer, total):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "consume opens its transaction inside the try and rolls back unguarded (a refused "
+        "BEGIN reported as 'cannot rollback')",
+        "a_refused_begin_reports_the_lock_not_a_rollback",
+        """
+        def consume(conn, message_id, body):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                order = json.loads(body)
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay keeps the now of its first run in a module dict (later runs marked at it)",
+        "relay_marks_sent_at_the_now_given",
+        """
+        _CLOCK = {}
+
+
+        def relay_once(conn, publish, now):
+            now = _CLOCK.setdefault("now", now)
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                publish(topic, mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay caches each message body by message id in a module dict (another shop's "
+        "body sent)",
+        "each_shop_relay_publishes_its_own_body",
+        """
+        _BODIES = {}
+
+
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                body = _BODIES.setdefault(mid, body)
+                publish(topic, mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
         "consume returns False when the database is locked (taken for a repeat)",
         "a_locked_database_is_an_error_not_a_repeat",
         """
@@ -8163,6 +8261,15 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the relay caches each message body by message id in a module dict (another shop's "
+    "body sent)": "each run publishes its own shop's bodies",
+    "the relay keeps the now of its first run in a module dict (later runs marked at it)": (
+        "one relay process ran at now="
+    ),
+    "place_order opens its transaction inside the try and rolls back unguarded (a refused "
+    "BEGIN reported as 'cannot rollback')": "to raise sqlite3's own 'database is locked'",
+    "consume opens its transaction inside the try and rolls back unguarded (a refused "
+    "BEGIN reported as 'cannot rollback')": "to raise sqlite3's own 'database is locked'",
     "claim_capped compares accounts NFC-normalised (two spellings of 'cafe' share a cap)": (
         "Bolt and 'caf\\xe9' are at their cap"
     ),
@@ -8746,6 +8853,8 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay caches each message body by message id in a module dict (another shop's "
+    "body sent)",
     "claim_capped SELECTs, then an UPDATE guarded on the job still ready, never on the cap",
     "serial: head SELECTed, then an UPDATE guarded on it still ready, not still the head",
     "serial heads looked for only among jobs due within a week (a look-ahead window)",
@@ -9853,6 +9962,50 @@ def consume(conn, message_id, body):
                     last = row_id
             return sent
         """,
+    ),
+    (
+        "relay_once pages through pending rows, LIMIT 50 each, selecting again until none "
+        "is left",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+def relay_once(conn, publish, now):
+    sent = []
+    while True:
+        rows = conn.execute(
+            "SELECT id, topic, message_id, body FROM outbox"
+            " WHERE sent_at IS NULL ORDER BY id LIMIT 50"
+        ).fetchall()
+        if not rows:
+            return sent
+        for row_id, topic, message_id, body in rows:
+            publish(topic, message_id, body)
+            conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+            sent.append(message_id)
+""",
+    ),
+    (
+        "relay_once publishes and marks each row inside its own BEGIN IMMEDIATE ... COMMIT "
+        "(rolled back when publish raises)",
+        "relay_never_loses_a_message",
+        """
+def relay_once(conn, publish, now):
+    sent = []
+    rows = conn.execute(
+        "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+    ).fetchall()
+    for row_id, topic, message_id, body in rows:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            publish(topic, message_id, body)
+            conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        sent.append(message_id)
+    return sent
+""",
     ),
 ]
 

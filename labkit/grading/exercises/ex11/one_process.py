@@ -106,9 +106,12 @@ def relay_in_each_database(
     With ``refuse``, the broker refuses the ``refuse``-th publish of the first run
     (``ConnectionError``, not listed in ``published``): a relay that keeps the rows it
     had left in module state publishes them in the second shop's run, and marks that
-    shop's rows of the same ids sent.
+    shop's rows of the same ids sent. ``bodies`` is the body each run's ``publish`` was
+    handed with each id: a body kept by message id (in module state) from the first shop
+    carries that shop's order into the second shop's message of the same id.
     """
     published: list[list[str]] = []
+    bodies: list[list[Any]] = []
 
     def publisher(run: int) -> Callable[[str, str, str], None]:
         """Each shop's run gets its own publish (its own broker): a relay that keeps the
@@ -119,6 +122,7 @@ def relay_in_each_database(
             if run == 0 and len(published[0]) + 1 == refuse:
                 raise ConnectionError("the broker refused the connection")
             published[run].append(message_id)
+            bodies[run].append(body)
 
         return publish
 
@@ -126,13 +130,14 @@ def relay_in_each_database(
     with fresh_state(values):
         for run, path in enumerate(paths):
             published.append([])
+            bodies.append([])
             conn = connect(path)
             conn.execute("PRAGMA synchronous=OFF")
             try:
                 runs.append(outcome(values["relay_once"], Watched(conn), publisher(run), now))
             finally:
                 conn.close()
-    return {"runs": runs, "published": published}
+    return {"runs": runs, "published": published, "bodies": bodies}
 
 
 def relay_again_in_one_process(
