@@ -43,6 +43,25 @@ def refused_attempt_keeps_the_holder(ns: Namespace) -> None:
             ).format(pid=pid),
             repr(run["file"][:80]),
         )
+        # The lock kept from the first flock on: one let go to lock a file opened again
+        # with 'w' (to write the pid) lets another process in, whose pid that 'w' erases.
+        gap = ns.harness(HARNESS + "probe_between_two_flocks", str(path))
+    expect(
+        gap["between"] != "free",
+        _(
+            "the lock held from your first flock to the end of the block: another process "
+            "trying it between your two flocks is refused"
+        ),
+        _("another process (pid {pid}) took the lock there; then your attempt: {answer}, "
+          "and the file read {file}").format(
+            pid=gap["holder"], answer=repr(gap["answer"]), file=repr(gap["file"][:80])
+        ),
+        _(
+            "take the lock once, on the file you opened without truncating it, and write "
+            "the pid through that file: closing it to open the path again with 'w' lets "
+            "the lock go, and that 'w' erases the pid of whoever took it meanwhile"
+        ),
+    )
 
 
 @CHECKS.add(1, "the file records the holder's pid while it holds the lock")

@@ -4040,6 +4040,37 @@ ZOO: list[tuple[str, str, str, str]] = [
                     pass
     """,
     ),
+    (
+        "ex02",
+        # The first file closed before the second is flocked: between the two flocks the
+        # lock is free, another process takes it, and the 'w' erases what it writes.
+        "the lock let go to reopen the file with 'w' and flock it again (others get in between)",
+        "refused_attempt_keeps_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+            fh.close()
+            fh = open(path, "w")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning(f"{path} is held by another instance") from None
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -4407,6 +4438,9 @@ SAYS: dict[str, str] = {
     ),
     "SIGUSR1 set to SIG_IGN for the block and never put back": (
         "the process's SIGUSR1 handler still"
+    ),
+    "the lock let go to reopen the file with 'w' and flock it again (others get in between)": (
+        "the lock held from your first flock to the end of the block"
     ),
 }
 
@@ -5321,6 +5355,56 @@ RIGHT: list[tuple[str, str, str]] = [
                 fh.write(str(os.getpid()))
                 fh.flush()
                 yield
+    """,
+    ),
+    (
+        "the lock's folder made when missing (os.makedirs, exist_ok), then 'a+' and flock",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        @contextmanager
+        def single_instance(path):
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "the holder's pid picked out of the file with a regex ('unknown' when no digits)",
+        "refusal_when_the_file_names_nobody",
+        """
+        import re
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    found = re.search(r"\\d+", fh.read())
+                    holder = found.group() if found else "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
     """,
     ),
 ]

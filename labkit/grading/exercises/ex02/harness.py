@@ -36,6 +36,7 @@ from labkit.grading.exercises.ex02.holders import (
     holders_in_turn,
     kill_the_holder,
     newcomer_as_the_holder_leaves,
+    probe_between_two_flocks,
     refused_as_a_holder_arrives,
     refused_as_the_holder_leaves,
     refused_by_holders_in_turn,
@@ -80,6 +81,7 @@ __all__ = [
     "newcomer_race",
     "open_files_after_uses",
     "other_lock_from_a_thread_while_holding",
+    "probe_between_two_flocks",
     "process_state_around_a_run",
     "refused_as_a_holder_arrives",
     "refused_as_the_holder_leaves",
@@ -123,6 +125,7 @@ newcomer_race = on_the_main_thread(newcomer_race)
 open_files_after_uses = on_the_main_thread(open_files_after_uses)
 other_lock_from_a_thread_while_holding = on_the_main_thread(other_lock_from_a_thread_while_holding)
 process_state_around_a_run = on_the_main_thread(process_state_around_a_run)
+probe_between_two_flocks = on_the_main_thread(probe_between_two_flocks)
 refused_as_a_holder_arrives = on_the_main_thread(refused_as_a_holder_arrives)
 refused_as_the_holder_leaves = on_the_main_thread(refused_as_the_holder_leaves)
 refused_by_holders_in_turn = on_the_main_thread(refused_by_holders_in_turn)

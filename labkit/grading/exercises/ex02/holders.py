@@ -435,3 +435,64 @@ def newcomer_as_the_holder_leaves(values: MutableMapping[str, Any], path: str) -
     newcomer, _sep, rest = told.partition("|")
     said, _sep, text = rest.partition("|")
     return {"said": said, "newcomer": newcomer == "1", "file": text}
+
+
+def probe_between_two_flocks(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A child takes the lock; if it calls flock again after a first exclusive flock
+    went through (to lock a file it opened again, say), it is held back just before that
+    call while this process tries a plain flock on ``path``.
+
+    A lock held from its first flock to the end of the block is busy then. One let go in
+    between (the first file closed, another opened with 'w' and flocked) is free: this
+    process takes it, writes its pid and holds it while the child goes on. Returns
+    ``{"between": "free" | "busy" | None (no second flock), "holder": this pid, "answer":
+    the child's attempt, "file": the file's text once the child answered}``.
+    """
+    pathlib.Path(path).touch()
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(fd: int) -> None:
+            real, state = fcntl.flock, {"took": False, "held_back": False}
+
+            def flock(file: Any, operation: int) -> None:
+                if state["took"] and not state["held_back"]:
+                    state["held_back"] = True
+                    REAL_WRITE(fd, b"again\n")
+                    select.select([go_read], [], [], 10.0)
+                real(file, operation)
+                if operation & fcntl.LOCK_EX:
+                    state["took"] = True
+
+            fcntl.flock = flock
+            for name, value in list(values.items()):  # `from fcntl import flock` too
+                if value is real:
+                    values[name] = flock
+            said = attempt(values, path)
+            REAL_WRITE(fd, said.replace("\n", " ")[:300].encode() + b"\n")
+
+        _pid, fd = stack.enter_context(child(body))
+        said = Said(fd)
+        first = said.next(5.0)
+        if first != "again":
+            return {"between": None, "holder": os.getpid(), "answer": first, "file": ""}
+        probe = open(path, "a+")  # noqa: SIM115 - closed below, once the child answered
+        try:
+            try:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.write(go_write, b"go")
+                answer = said.next(5.0)
+                return {"between": "busy", "holder": os.getpid(), "answer": answer, "file": ""}
+            probe.seek(0)
+            probe.truncate()
+            probe.write(str(os.getpid()))
+            probe.flush()
+            os.write(go_write, b"go")
+            answer = said.next(5.0)
+            text = pathlib.Path(path).read_text(errors="replace")
+        finally:
+            probe.close()
+    return {"between": "free", "holder": os.getpid(), "answer": answer, "file": text}
