@@ -434,7 +434,8 @@ def _watch_claim_settings(run: Ex08Run) -> None:
         conn.execute(
             sql.SQL(
                 "CREATE TABLE {s}.labkit_claim_settings "
-                "(tbl TEXT, lock_timeout TEXT, statement_timeout TEXT, synchronous_commit TEXT)"
+                "(tbl TEXT, lock_timeout TEXT, statement_timeout TEXT, synchronous_commit TEXT, "
+                "idle_timeout TEXT)"
             ).format(s=schema)
         )
         conn.execute(
@@ -442,7 +443,8 @@ def _watch_claim_settings(run: Ex08Run) -> None:
                 "CREATE FUNCTION {s}.labkit_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$ "
                 "BEGIN INSERT INTO {s}.labkit_claim_settings VALUES (TG_TABLE_NAME, "
                 "current_setting('lock_timeout'), current_setting('statement_timeout'), "
-                "current_setting('synchronous_commit')); "
+                "current_setting('synchronous_commit'), "
+                "current_setting('idle_in_transaction_session_timeout')); "
                 "RETURN NEW; END $$"
             ).format(s=schema)
         )
@@ -451,8 +453,8 @@ def _watch_claim_settings(run: Ex08Run) -> None:
             sql.SQL(
                 "CREATE FUNCTION {s}.labkit_note_commit() RETURNS trigger LANGUAGE plpgsql AS "
                 "$$ BEGIN INSERT INTO {s}.labkit_claim_settings VALUES (TG_TABLE_NAME || "
-                "'@commit', '0', '0', current_setting('synchronous_commit')); RETURN NULL; "
-                "END $$"
+                "'@commit', '0', '0', current_setting('synchronous_commit'), "
+                "current_setting('idle_in_transaction_session_timeout')); RETURN NULL; END $$"
             ).format(s=schema)
         )
         for table in ("processed", "charges"):
@@ -486,6 +488,22 @@ def _claim_timeouts(run: Ex08Run, table: str = "processed") -> list[str]:
             if str(row[name]) != "0" and f"{name} = {row[name]}" not in found:
                 found.append(f"{name} = {row[name]}")
     return found
+
+
+def _idle_timeouts(run: Ex08Run) -> list[str]:
+    """The idle_in_transaction_session_timeout values (``5s``) the task's transaction ran
+    under, at its claim, its charge or its COMMIT, where the server's own setting differs:
+    a transaction idle that long between two statements (a worker descheduled, swapped
+    out, paused) is ended by PostgreSQL, and the task that held it fails."""
+    with pg(run.config) as conn:
+        server = conn.execute(
+            "SELECT current_setting('idle_in_transaction_session_timeout') AS t"
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT DISTINCT idle_timeout FROM labkit_claim_settings ORDER BY 1"
+        ).fetchall()
+    own = str(server["t"]) if server is not None else "0"
+    return [str(row["idle_timeout"]) for row in rows if str(row["idle_timeout"]) not in ("0", own)]
 
 
 def _commits_not_durable(run: Ex08Run) -> list[str]:
@@ -973,6 +991,23 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 "no lock_timeout or statement_timeout anywhere in the task's transaction, "
                 "even after the claim: a charge whose wait outlasts it fails and is "
                 "acknowledged, its claim rolls back with it, and nobody charges that key"
+            ),
+        )
+        # The same for the task's own transaction: PostgreSQL ends a session idle in its
+        # transaction that long (the worker descheduled or paused between two statements),
+        # the transaction rolls back, the task fails and is acknowledged: nobody charges.
+        idle = _idle_timeouts(run)
+        expect(
+            not idle,
+            _("the task's transaction to live as long as it takes, as its statements do"),
+            _("it runs under idle_in_transaction_session_timeout = {value}").format(
+                value=", ".join(idle)
+            ),
+            _(
+                "no idle_in_transaction_session_timeout on the task's connection: a worker "
+                "paused that long between two statements of the charge's transaction (swapped "
+                "out, descheduled, stopped) finds its session ended, the claim and the charge "
+                "roll back, the task fails and is acknowledged, and nobody charges that key"
             ),
         )
         # A COMMIT that returns before its rows reach the disk: when PostgreSQL crashes
@@ -1847,13 +1882,15 @@ def a_copy_alongside_the_first_says_already_charged(ns: Namespace) -> None:
 
 #: What the charge task runs under, printed by a Python that imports the student's module.
 _LIMITS_PROBE = (
-    "import json, ex08_tasks as m\n"
+    "import json, os, ex08_tasks as m\n"
     "t = m.app.tasks['ex08.charge']\n"
+    "q = m.app.amqp.router.route(dict(t._get_exec_options()), t.name, (), {}, t)['queue']\n"
     "print(json.dumps({'task_time_limit': t.time_limit or m.app.conf.task_time_limit,\n"
     "  'task_soft_time_limit': t.soft_time_limit or m.app.conf.task_soft_time_limit,\n"
     "  'expires': str(t.expires) if t.expires is not None else None,\n"
     "  'delivery_mode': str(getattr(t, 'delivery_mode', None) or\n"
-    "    m.app.conf.task_default_delivery_mode)}))\n"
+    "    m.app.conf.task_default_delivery_mode),\n"
+    "  'queue': getattr(q, 'name', q), 'given_queue': os.environ.get('EX08_QUEUE')}))\n"
 )
 
 
@@ -1912,6 +1949,7 @@ def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
     limits = _charge_time_limits(ns)
     expires = limits.pop("expires", None)
     delivery = limits.pop("delivery_mode", None)
+    queue, given = limits.pop("queue", None), limits.pop("given_queue", None)
     set_ = {name: value for name, value in limits.items() if value}
     expect(
         expires is None,
@@ -1945,6 +1983,21 @@ def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
             "drop task_default_delivery_mode = 'transient' (and delivery_mode=1 on the "
             "task): RabbitMQ keeps a transient message in memory only, so a broker restart "
             "loses every charge still in the queue, before any worker ran it"
+        ),
+    )
+    # Charges sent through the module's app (charge.delay) routed to a queue of the task's
+    # own (@app.task(queue=...), task_routes): the workers consume the queue they were
+    # given, so those charges wait in a queue nobody reads and are never made.
+    expect(
+        given is None or queue == given,
+        _("the charges sent through your app to go to the queue the workers read ({queue})").format(
+            queue=repr(given)
+        ),
+        _("they go to the queue {queue}").format(queue=repr(queue)),
+        _(
+            "drop queue= from @app.task (and any task_routes for ex08.charge): the module "
+            "reads its queue from EX08_QUEUE into task_default_queue, which is the queue "
+            "its workers consume; a charge sent to another queue is never run"
         ),
     )
     # A timer the task arms itself (a SIGALRM whose handler raises, a timer that cancels

@@ -1047,6 +1047,39 @@ LOCK_PER_CUSTOMER = """\
 """
 
 
+#: Round 30: the claim as an INSERT ... SELECT guarded by NOT EXISTS, no ON CONFLICT.
+INSERT_WHERE_NOT_EXISTS = """\
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            "INSERT INTO processed (key) SELECT %(k)s "
+            "WHERE NOT EXISTS (SELECT 1 FROM processed WHERE key = %(k)s) RETURNING key",
+            {"k": key},
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+#: Round 30: the whole of processed locked in a table lock mode, then a look for the key
+#: and a plain INSERT: SHARE ROW EXCLUSIVE conflicts with itself, one copy at a time looks.
+TABLE_LOCK_THEN_INSERT = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("LOCK TABLE processed IN {mode} MODE")
+        if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+
 ZOO = [
     # (name, how the reference file is changed, the check that must fail, what its
     # feedback must say, a check the mistake does not touch, which must pass)
@@ -2684,6 +2717,96 @@ ZOO = [
         "two copies of one message ran at the same time",
         "worker_killed_after_the_commit",
     ),
+    (
+        # Round 30: "no stuck transaction holds a key for ever": a worker paused that long
+        # between two statements (swapped out, descheduled) has its session ended, the
+        # claim and the charge roll back, the task fails, is acknowledged: nobody charges.
+        "an idle_in_transaction_session_timeout of 1 s on every connection",
+        _replace(
+            'options=f"-c search_path={SCHEMA}")',
+            'options=f"-c search_path={SCHEMA} -c idle_in_transaction_session_timeout=1000")',
+        ),
+        "dedup_commits_with_the_charge",
+        "the task's transaction to live as long as it takes",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Round 30: the same, set for the charge's transaction only, after the claim.
+        "SET LOCAL idle_in_transaction_session_timeout = '30s' after the claim",
+        _replace(
+            '            return "already charged"\n',
+            '            return "already charged"\n'
+            "        conn.execute(\"SET LOCAL idle_in_transaction_session_timeout = '30s'\")\n",
+        ),
+        "dedup_commits_with_the_charge",
+        "the task's transaction to live as long as it takes",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Round 30: a copy that waited for the first copy's claim fails with a serialization
+        # error once the first commits (its snapshot predates that row): charged once, but
+        # the copy ends in FAILURE instead of saying "already charged".
+        "the charge's transaction under REPEATABLE READ",
+        _replace(
+            REFERENCE_BODY_START,
+            "    with connect() as conn:\n"
+            "      conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ\n"
+            "      with conn.transaction():\n",
+        ),
+        "a_copy_alongside_the_first_says_already_charged",
+        "'already charged'",
+        "two_deliveries_at_once_charge_once",
+    ),
+    (
+        # Round 30: the claim's NOT EXISTS reads a snapshot without the first copy's
+        # uncommitted row; its INSERT then waits on the key and fails with UniqueViolation.
+        "INSERT ... SELECT WHERE NOT EXISTS as the claim (no ON CONFLICT)",
+        _body(INSERT_WHERE_NOT_EXISTS),
+        "a_copy_alongside_the_first_says_already_charged",
+        "'already charged'",
+        "two_deliveries_at_once_charge_once",
+    ),
+    (
+        # Round 30: a queue of the task's own, from Celery's routing docs: charge.delay()
+        # sends to "charges", the workers read EX08_QUEUE, and nobody runs the charge.
+        "@app.task(queue='charges'): charges sent through the app land where no worker reads",
+        _replace('@app.task(name="ex08.charge")', '@app.task(name="ex08.charge", queue="charges")'),
+        "charge_may_wait_without_a_time_limit",
+        "to go to the queue the workers read",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        # Round 30: the same through task_routes.
+        "task_routes sends ex08.charge to a 'payments' queue no worker reads",
+        _settings(
+            REFERENCE_SETTINGS
+            + '    app.conf.task_routes = {"ex08.charge": {"queue": "payments"}}\n'
+        ),
+        "charge_may_wait_without_a_time_limit",
+        "to go to the queue the workers read",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        # Round 30: a message with no customer (None) charged to a customer named 'None'.
+        "the customer id passed through str(): no customer becomes 'None'",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, str(customer), amount),"),
+        "replies_charged_or_already_charged",
+        "a charge the database refused",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 30: a cap on the queue ("protect the broker"): RabbitMQ drops the oldest
+        # charges past 1000. The producers' declaration (no cap) is refused by then.
+        "the queue declared with x-max-length = 1000",
+        _settings(
+            REFERENCE_SETTINGS
+            + "    from kombu import Queue\n\n"
+            + "    app.conf.task_queues = [Queue(QUEUE, queue_arguments={'x-max-length': 1000})]\n"
+        ),
+        "worker_starts_and_charges_once",
+        "no exception",
+        "charge_may_wait_without_a_time_limit",
+    ),
 ]
 
 
@@ -2909,6 +3032,56 @@ UNSALTED = [
             'hmac.new(b"lab-secret", key.encode(), hashlib.sha256).hexdigest()',
         ),
         "dedup_commits_with_the_charge",
+    ),
+    (
+        # Round 30: a failed task rejected without requeue instead of acknowledged: the
+        # broker drops it all the same, and a dead pool child's task still comes back.
+        "task_acks_on_failure_or_timeout = False besides the two settings",
+        _settings(REFERENCE_SETTINGS + "    app.conf.task_acks_on_failure_or_timeout = False\n"),
+        "worker_killed_before_the_charge",
+    ),
+    (
+        # Round 30: a session idle OUTSIDE a transaction ended: no claim or charge is cut.
+        "an idle_session_timeout of 1 s on every connection",
+        _replace(
+            'options=f"-c search_path={SCHEMA}")',
+            'options=f"-c search_path={SCHEMA} -c idle_session_timeout=1000")',
+        ),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        # Round 30: a table lock that conflicts with itself: one copy at a time looks.
+        "LOCK TABLE processed IN SHARE ROW EXCLUSIVE MODE, then a look and a plain INSERT",
+        _body(TABLE_LOCK_THEN_INSERT.format(mode="SHARE ROW EXCLUSIVE")),
+        "two_deliveries_at_once_charge_once",
+    ),
+    (
+        # Round 30: keys remembered in memory only once their charge (or the record that
+        # says so) committed: a copy the same pool child runs later answers at once.
+        "keys remembered in memory after the commit, looked up first",
+        _both(
+            _replace("@app.task(", "CHARGED = set()\n\n\n@app.task("),
+            _replace(
+                REFERENCE_BODY_START,
+                '    if key in CHARGED:\n        return "already charged"\n' + REFERENCE_BODY_START,
+            ),
+            _replace(
+                '            return "already charged"\n',
+                '            CHARGED.add(key)\n            return "already charged"\n',
+            ),
+            _replace(
+                '    return "charged"\n    ### END',
+                '    CHARGED.add(key)\n    return "charged"\n    ### END',
+            ),
+        ),
+        "late_copies_after_many_charges_charge_once",
+    ),
+    (
+        "task_routes naming the module's own queue",
+        _settings(
+            REFERENCE_SETTINGS + '    app.conf.task_routes = {"ex08.charge": {"queue": QUEUE}}\n'
+        ),
+        "charge_may_wait_without_a_time_limit",
     ),
 ]
 
