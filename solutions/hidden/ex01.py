@@ -432,6 +432,9 @@ ODD_ID_TWINS: list[tuple[Any, Any]] = [
     # Ints past 2**53 are two entities: an id "normalised" through float()
     # (int(float(entity_id)), f'{entity_id:.0f}') makes them one.
     (2**53 + 1, 2**53),
+    # Float ids are written whole too: a '.0' stripped with rstrip('.0') takes the zeros
+    # before it as well, and 10.0 (or 100.0) shares the key of 1.0.
+    (10.0, 1.0),
 ]
 
 
@@ -1570,6 +1573,45 @@ def accept_keeps_each_call_to_itself(ns: Namespace) -> None:
             "answer from it"
         ),
     )
+
+    # Another thread fingerprints another payload while this call writes the JSON of its
+    # lines: a buffer (io.StringIO), an encoder or a hash object kept at module level and
+    # reused by both calls mixes the other payload's text into this one's fingerprint.
+    row = ns.harness(
+        HARNESS + "fingerprint_between_two_threads",
+        INTERRUPTED_PAYLOAD,
+        "lines",
+        OTHER_WORKER[1],
+    )
+    expect(
+        _answer_of_accept(row["result"]) == _answer_of_accept(row["alone"])
+        and _answer_of_accept(row["other"]) == _answer_of_accept(row["other_alone"]),
+        _(
+            "the same fingerprint for {payload} when another thread fingerprints {other} "
+            "while this call writes its JSON: {alone}, and {other_alone} for the other"
+        ).format(
+            payload=INTERRUPTED_PAYLOAD,
+            other=OTHER_WORKER[1],
+            alone=_said(row["alone"]),
+            other_alone=_said(row["other_alone"]),
+        ),
+        _("{said}; the other thread's call {other}").format(
+            said=_said(row["result"]), other=_said(row["other"])
+        ),
+        _(
+            "threads share the module: a buffer (io.StringIO), an encoder or a hash object "
+            "kept at module level and reused by every call is written by another thread's "
+            "call in between. Make them anew in each call"
+        ),
+    )
+
+
+#: A payload with nested fields, written by json while another thread fingerprints too.
+INTERRUPTED_PAYLOAD: dict[str, Any] = {
+    "amount_cents": 1990,
+    "lines": {"sku": "A-1", "quantity": 2},
+    "note": "gift",
+}
 
 
 def _answer_of_accept(result: dict[str, Any]) -> Any:

@@ -4654,6 +4654,72 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        # The notebook's kernel and a worker's program have two names: two keys for one intent.
+        "ex01",
+        "key with the program's name (sys.argv[0]) read once at import, to tell apps apart",
+        "key_is_the_same_on_another_machine",
+        """
+        import os
+        import sys
+        _APP = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "app"
+
+        def operation_key(source, entity_id, action, version=1):
+            return f"{_APP}:{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # rstrip() takes characters, not a suffix: the zeros before the '.' go as well.
+        "ex01",
+        "key with '.0' stripped off a float id by rstrip('.0') (10.0 and 1.0 share a key)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            eid = str(entity_id)
+            if isinstance(entity_id, float):
+                eid = eid.rstrip(".0")
+            return f"{source}:{eid}:{action}:v{version}"
+    """,
+    ),
+    (
+        # A buffer kept to spare an allocation: another thread truncates it mid-payload.
+        "ex01",
+        "fingerprint written into one module-level io.StringIO (threads mix their JSON)",
+        "accept_keeps_each_call_to_itself",
+        """
+        import io
+        _BUFFER = io.StringIO()
+
+        def payload_fingerprint(payload):
+            _BUFFER.seek(0)
+            _BUFFER.truncate()
+            json.dump(payload, _BUFFER, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(_BUFFER.getvalue().encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint joined from a module-level list of JSON chunks (threads mix their JSON)",
+        "accept_keeps_each_call_to_itself",
+        """
+        _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        _CHUNKS = []
+
+        def payload_fingerprint(payload):
+            _CHUNKS.clear()
+            _CHUNKS.extend(_ENCODER.iterencode(payload))
+            return hashlib.sha256("".join(_CHUNKS).encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key with '/' stripped off the ends of the source ('shop/' and 'shop' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source.strip('/')}:{entity_id}:{action}:v{version}"
+    """,
+    ),
 ]
 
 
@@ -5342,6 +5408,21 @@ SAYS: dict[str, str] = {
     "fingerprint of integral floats past 1e15 made ints (1e16 and 10**16 alike)": "1e+16",
     "key with the quotes in the id doubled, to be safe in SQL (d''Avila in the logs)": "d'Ávila",
     "fingerprint of an empty payload made sha256(b'') (its JSON '{}' skipped)": "for {}",
+    "key with the program's name (sys.argv[0]) read once at import, to tell apps apart": (
+        "in a worker started on another machine"
+    ),
+    "key with '.0' stripped off a float id by rstrip('.0') (10.0 and 1.0 share a key)": (
+        "different keys for the entity ids 10.0 and 1.0"
+    ),
+    "fingerprint written into one module-level io.StringIO (threads mix their JSON)": (
+        "when another thread fingerprints"
+    ),
+    "fingerprint joined from a module-level list of JSON chunks (threads mix their JSON)": (
+        "when another thread fingerprints"
+    ),
+    "key with '/' stripped off the ends of the source ('shop/' and 'shop' share a key)": (
+        "different keys for ('shop/', 42, 'charge', 1)"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -5560,6 +5641,11 @@ SEVERE = [
     "key with int ids past 2**31 - 1 taken modulo 2**31 (a 32-bit id column)",
     "fingerprint of integral floats past 1e15 made ints (1e16 and 10**16 alike)",
     "key with a numeric id made int(float(id)) (ids past 2**53 share a key)",
+    "key with the program's name (sys.argv[0]) read once at import, to tell apps apart",
+    "key with '.0' stripped off a float id by rstrip('.0') (10.0 and 1.0 share a key)",
+    "fingerprint written into one module-level io.StringIO (threads mix their JSON)",
+    "fingerprint joined from a module-level list of JSON chunks (threads mix their JSON)",
+    "key with '/' stripped off the ends of the source ('shop/' and 'shop' share a key)",
 ]
 
 
@@ -6076,6 +6162,38 @@ RIGHT: list[tuple[str, str, str]] = [
 
         def payload_fingerprint(payload):
             return hashlib.sha256(_ENCODER.encode(payload).encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "a fingerprint written into a module-level io.StringIO under a module-level lock",
+        "accept_keeps_each_call_to_itself",
+        """
+        import io
+        import threading
+        _BUFFER = io.StringIO()
+        _LOCK = threading.Lock()
+
+        def payload_fingerprint(payload):
+            with _LOCK:
+                _BUFFER.seek(0)
+                _BUFFER.truncate()
+                json.dump(
+                    payload, _BUFFER, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+                )
+                text = _BUFFER.getvalue()
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "a fingerprint hashed chunk by chunk from JSONEncoder.iterencode into a local sha256",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            digest = hashlib.sha256()
+            encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            for chunk in encoder.iterencode(payload):
+                digest.update(chunk.encode("utf-8"))
+            return digest.hexdigest()
     """,
     ),
 ]

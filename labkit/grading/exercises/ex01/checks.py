@@ -241,6 +241,8 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("billing", "INV  7", "charge", 1), ("billing", "INV 7", "charge", 1)),
     (("billing", "INV\t7", "charge", 1), ("billing", "INV 7", "charge", 1)),
     (("shop/eu", 42, "charge", 1), ("shop-eu", 42, "charge", 1)),
+    # A source tidied like a path ('/' stripped off its ends): 'shop/' is another source.
+    (("shop/", 42, "charge", 1), ("shop", 42, "charge", 1)),
     (("crm", "d'Ávila", "sync", 1), ("crm", "dÁvila", "sync", 1)),
     (("billing-europe-west-1", 42, "charge", 1), ("billing-europe-west-2", 42, "charge", 1)),
     (("billing", 42, "charge-and-capture-part", 1), ("billing", 42, "charge-and-capture-full", 1)),

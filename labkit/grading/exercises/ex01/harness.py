@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import datetime as _dt
 import enum
+import sys
 import uuid
 from collections.abc import Callable, MutableMapping
 from functools import partial
@@ -102,6 +103,16 @@ def _keys_from_the_cells_run_again(
 
 #: The module a worker over there imports the notebook's code as (its ``__name__``).
 WORKER_MODULE = "keys"
+#: How a worker over there was started: its program (``sys.argv``), not the notebook's.
+WORKER_ARGV = ["/srv/other/bin/worker", "--queue", "billing"]
+
+
+@contextlib.contextmanager
+def _as_a_worker_over_there(values: MutableMapping[str, Any]) -> Any:
+    """``on_another_machine``, started as a worker program there (``sys.argv``): a key
+    with the program's name in it (``sys.argv[0]``) differs from one worker to another."""
+    with on_another_machine(values), mock.patch.object(sys, "argv", list(WORKER_ARGV)):
+        yield
 
 
 def keys_on_another_machine(
@@ -114,10 +125,10 @@ def keys_on_another_machine(
     None when the namespace does not know its cells."""
     with fresh_state(values):
         here = [plain(need(values, "operation_key")(*args)) for args in calls]
-        with on_another_machine(values):
+        with _as_a_worker_over_there(values):
             there = [plain(need(values, "operation_key")(*args)) for args in calls]
         started = _keys_from_the_cells_run_again(
-            values, calls, partial(on_another_machine, {}), module=WORKER_MODULE
+            values, calls, partial(_as_a_worker_over_there, {}), module=WORKER_MODULE
         )
     return {"here": here, "there": there, "started": started}
 
@@ -624,3 +635,61 @@ def accept_in_a_vast_store(values: MutableMapping[str, Any], archived: int) -> d
         results["new"] = outcome(accept, store, "billing:new:charge:v1", {"amount_cents": 1})
         results["repeat"] = outcome(accept, store, first, dict(payload))
     return {"results": results, "kept": len(store), "first_kept": dict.__contains__(store, first)}
+
+
+class _FingerprintedMeanwhile(dict):  # type: ignore[type-arg]
+    """A nested dict of a payload that, when the fingerprint reads its items, lets another
+    thread fingerprint another payload first (a thread switch in the middle of the JSON):
+    ``run()`` in a thread of its own, waited for ``PATIENCE`` seconds (a lock held across
+    the fingerprint keeps it waiting: it then runs after the first call)."""
+
+    def __init__(self, data: dict[str, Any], run: Callable[[], None]) -> None:
+        super().__init__(data)
+        self._run: Callable[[], None] | None = run
+        self.thread: Any = None
+
+    def items(self) -> Any:
+        import threading
+
+        from labkit.grading.exercises.ex01.edges import PATIENCE
+
+        run, self._run = self._run, None
+        if run is not None:
+            self.thread = threading.Thread(target=run, daemon=True)
+            self.thread.start()
+            self.thread.join(PATIENCE)
+        return super().items()
+
+
+def fingerprint_between_two_threads(
+    values: MutableMapping[str, Any],
+    payload: dict[str, Any],
+    nested: str,
+    other_payload: dict[str, Any],
+) -> dict[str, Any]:
+    """``payload_fingerprint(payload)`` alone, then with another thread fingerprinting
+    ``other_payload`` while the JSON of ``payload[nested]`` is being written:
+    ``{"alone", "result", "other_alone", "other"}`` (outcomes). A buffer, an encoder's
+    state or a hash object kept at module level is rewritten by the other call in
+    between, and one payload gets a fingerprint of the other's text mixed in."""
+    with fresh_state(values):
+        fingerprint = need(values, "payload_fingerprint")
+        alone = outcome(fingerprint, copy.deepcopy(payload))
+        other_alone = outcome(fingerprint, copy.deepcopy(other_payload))
+        other: dict[str, Any] = {}
+
+        def run() -> None:
+            other.update(outcome(fingerprint, copy.deepcopy(other_payload)))
+
+        sent = copy.deepcopy(payload)
+        meanwhile = _FingerprintedMeanwhile(sent[nested], run)
+        sent[nested] = meanwhile
+        result = outcome(fingerprint, sent)
+        if meanwhile.thread is not None:
+            meanwhile.thread.join(5.0)
+    return {
+        "alone": alone,
+        "result": result,
+        "other_alone": other_alone,
+        "other": dict(other) or {"returned": "(still running)"},
+    }
