@@ -347,8 +347,8 @@ def the_same_calls_a_day_later(ns: Namespace) -> None:
                     before=_calls(now), after=_calls(later)
                 ),
                 "build the keys from the job alone (job.key): the date, the hour, the month "
-                "(a billing period), the host or time.time() in a key make the retry a new "
-                "request",
+                "(a billing period), the host, time.time() or ctx.clock.now() in a key make "
+                "the retry a new request",
             )
         # The retry comes to a worker started the next day: a date read once at import
         # (TODAY = date.today()) is the new day there.

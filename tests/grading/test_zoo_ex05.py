@@ -2867,11 +2867,47 @@ ZOO: list[tuple[str, str, str, str]] = [
                                      retry_after=(exc.retry_after or 0) * 1000) from exc
     """,
     ),
+    (
+        "ex05",
+        "an Idempotency-Key with the day of the worker's clock (ctx.clock.now() // 86400)",
+        "the_same_calls_a_day_later",
+        """
+        def charge_handler(job, ctx):
+            day = int(ctx.clock.now() // 86400)
+            return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
+                                             key=job.key, idempotency_key=f"{job.key}:{day}")
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark with the month of the worker's clock (ctx.clock.now(): %Y-%m)",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import datetime, timezone
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            month = datetime.fromtimestamp(ctx.clock.now(), timezone.utc).strftime("%Y-%m")
+            mark = f"{job.key}:{month}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "an Idempotency-Key with the day of the worker's clock (ctx.clock.now() // 86400)": (
+        "from the last day of a month to the next month"
+    ),
+    "the ledger mark with the month of the worker's clock (ctx.clock.now(): %Y-%m)": (
+        "from the last day of a month to the next month"
+    ),
     "charges capped at a 32-bit integer column's maximum (2**31 - 1 cents)": (
         "a charge of 2147483657 for job"
     ),
@@ -3884,6 +3920,20 @@ RIGHT: list[tuple[str, str, str]] = [
                 customer, amount, key=job.key, idempotency_key=job.key
             )
             assert ctx.clock.now() >= started
+            return reply
+    """,
+    ),
+    (
+        "the ledger mark read as true or not (if tx.status(job.key)), any mark a posted one",
+        "post_survives_two_deliveries_at_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key):
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
             return reply
     """,
     ),

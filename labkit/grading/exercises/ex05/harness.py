@@ -549,6 +549,12 @@ def _retried(error: Exception, key: str) -> bool:
     return decision.retry
 
 
+#: What the worker's clock (``ctx.clock``) reads in ``sent_later`` before the retry: half an
+#: hour before the lab's epoch, the last day of a month and a year in UTC, so a key made
+#: from ``ctx.clock.now()`` (its day, month or year) is a new key at the retry.
+SCENE_YEAR_END = LAB_EPOCH - 1800.0
+
+
 def sent_later(
     values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]], seconds: float
 ) -> dict[str, Any]:
@@ -567,7 +573,10 @@ def sent_later(
         # read in the zone the handler runs in, so the retry is in the next month there.
         with on_another_machine(values) if later else contextlib.nullcontext():
             with clock_moved(values, to_year_end(later)):
-                got[label] = _sends(values, which, folder, label, the_jobs)
+                # The worker's clock (ctx.clock) moves too: the retry's worker reads it later.
+                got[label] = _sends(
+                    values, which, folder, label, the_jobs, clock_at=SCENE_YEAR_END + later
+                )
     return got
 
 
@@ -767,10 +776,11 @@ def _sends(
     stem: str,
     jobs: list[Any],
     new_world: bool = False,
+    clock_at: float | None = None,
 ) -> list[list[dict[str, Any]]]:
     """What the student's ``which`` handler sends for each of ``jobs`` (recorded in
     ``folder/STEM-N.jsonl`` by ``RecordingCtx``; a failed call sent what it sent), in one
-    world, or in a ``new_world`` for each job."""
+    world, or in a ``new_world`` for each job; ``ctx.clock`` reads ``clock_at`` if given."""
     name = "charge_handler" if which == "charge" else "post_handler"
     paths = [str(Path(folder) / f"{stem}-{n}.jsonl") for n in range(len(jobs))]
     ctx: RecordingCtx | None = None
@@ -778,6 +788,8 @@ def _sends(
         for job, path in zip(jobs, paths, strict=True):
             # One worker: one world for its jobs in turn (``RecordingCtx.record_to``).
             ctx = ctx.record_to(path) if ctx and not new_world else RecordingCtx(path)
+            if clock_at is not None:
+                ctx.__dict__["_clock"] = FakeClock(clock_at)  # RecordingCtx.clock's own
             try:
                 need(values, name)(job, ctx)
             except NotImplementedError as exc:
