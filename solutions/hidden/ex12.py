@@ -1653,3 +1653,39 @@ def daily_slots_are_the_same_in_every_time_zone(ns: Namespace) -> None:
             ).format(tz=tz, want=short_repr([[slot_iso(t) for t in w] for w in want], 300)),
             short_repr([[slot_iso(t) for t in s] if isinstance(s, list) else s for s in said], 300),
         )
+
+
+@CHECKS.add(
+    1,
+    "two schedules of one scheduler process tick side by side, in two threads: each "
+    "enqueues its own due slots whatever the other is doing (a tick that returns [] "
+    "while another schedule's tick holds a lock of the module delays its slots)",
+)
+def two_schedules_of_one_process_tick_side_by_side(ns: Namespace) -> None:
+    names = ("nightly", "ledger_close")
+    now = T0 + 2 * HOUR + 7
+    want = [_keys_between(name, T0, now, HOUR) for name in names]
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(
+            HARNESS + "tick_another_schedule_meanwhile", str(path), names, HOUR, T0, now
+        )
+        said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+        keys = _keys(conn)
+    expect(
+        said == want and sorted(keys) == sorted(want[0] + want[1]),
+        _(
+            "{first} ticking while {second} ticks in another thread of the same process: "
+            "each tick creates and returns its own schedule's keys {keys}"
+        ).format(first=repr(names[0]), second=repr(names[1]), keys=short_repr(want, 300)),
+        _("{first} returned {one}, {second} {two}; {table}").format(
+            first=repr(names[0]),
+            second=repr(names[1]),
+            one=short_repr(said[0], 200),
+            two=short_repr(said[1], 200),
+            table=_held(keys, names[1], want[1]),
+        ),
+        _(
+            "a lock taken in the module, if any, is per schedule and waited for, never a "
+            "reason to skip a tick: the UNIQUE key already keeps each slot to one job"
+        ),
+    )

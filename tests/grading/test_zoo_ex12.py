@@ -3954,11 +3954,70 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # Harmless between two processes; two schedules ticked by threads of one process
+        # share the lock, and the second's slots wait for its next tick (or, with
+        # 'latest', collapse into a later one).
+        "ex12",
+        "tick returns [] when a module lock is held (a tick of another schedule skips this one)",
+        "two_schedules_of_one_process_tick_side_by_side",
+        """
+        import threading
+
+        _ticking = threading.Lock()
+        _tick = tick
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            if not _ticking.acquire(blocking=False):
+                return []  # another tick is under way: it enqueues what is due
+            try:
+                return _tick(conn, schedule, period_s, since, now, catch_up)
+            finally:
+                _ticking.release()
+        """,
+    ),
+    (
+        # The neighbour of run_after = now for 'latest': its updated_at dated by the slot.
+        "ex12",
+        "the job a 'latest' catch-up enqueues written with updated_at = its slot",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                at = slot if catch_up == "latest" else now
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :at) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "at": at},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "tick returns [] when a module lock is held (a tick of another schedule skips this one)": (
+        "ticks in another thread of the same process"
+    ),
+    "the job a 'latest' catch-up enqueues written with updated_at = its slot": (
+        "for the 'latest' job too"
+    ),
     "tick keeps what it fired in a TEMP table of its connection, taken as max(it, the table)": (
         "restored from a backup"
     ),
@@ -4415,6 +4474,10 @@ MINOR = [
     "tick turns PRAGMA case_sensitive_like on for its LIKE and leaves it on",
     # Due at once either way: the one run of a 'latest' catch-up dated by the tick.
     "the job a 'latest' catch-up enqueues dated by the tick (run_after = now)",
+    # Every slot once, a tick late: the skipped schedule's next tick catches it up.
+    "tick returns [] when a module lock is held (a tick of another schedule skips this one)",
+    # Every slot once, due at its slot; only the job's bookkeeping date is off.
+    "the job a 'latest' catch-up enqueues written with updated_at = its slot",
 ]
 
 
@@ -5090,6 +5153,94 @@ RIGHT: list[tuple[str, str, str]] = [
                 fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
                 since = max(since, fired.replace(tzinfo=UTC).timestamp())
             last = None  # the slot that fired is due again, and skipped by ON CONFLICT
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "a lock per schedule, a tick of the same schedule under way skipped (the other "
+        "enqueues its slots)",
+        "two_schedules_of_one_process_tick_side_by_side",
+        """
+        import threading
+
+        _locks: dict = {}
+        _tick = tick
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            lock = _locks.setdefault(schedule, threading.Lock())
+            if not lock.acquire(blocking=False):
+                return []  # the same schedule is ticking in another thread
+            try:
+                return _tick(conn, schedule, period_s, since, now, catch_up)
+            finally:
+                lock.release()
+        """,
+    ),
+    (
+        "one module threading.Lock waited for around every tick (schedules tick in turn)",
+        "two_schedules_of_one_process_tick_side_by_side",
+        """
+        import threading
+
+        _ticking = threading.Lock()
+        _tick = tick
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            with _ticking:
+                return _tick(conn, schedule, period_s, since, now, catch_up)
+        """,
+    ),
+    (
+        "what fired read as strftime('%s', the newest key's time) in SQL",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT strftime('%s', substr(max(key), :n + 1, 19)) FROM jobs"
+                " WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None if row[0] is None else int(row[0])
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "the schedule's keys read with key BETWEEN '<prefix>0' AND '<prefix>9999'",
+        "another_schedule_with_a_longer_name",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key BETWEEN ? AND ?",
+                (prefix + "0", prefix + "9999"),
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
             created = []
             for slot in due_slots(period_s, last, since, now, catch_up):
                 key = slot_key(schedule, slot)

@@ -396,6 +396,13 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
                 run_after=None if dated is None else dated["run_after"],
             ),
         )
+        expect(
+            dated is not None and dated["updated_at"] == T0 + 16 * HOUR + 5,
+            _("updated_at={now} for the 'latest' job too (the now of its tick)").format(
+                now=T0 + 16 * HOUR + 5
+            ),
+            f"updated_at={None if dated is None else dated['updated_at']}",
+        )
 
 
 @CHECKS.add(

@@ -17,6 +17,7 @@ parsed back from a key as local time shows itself. The check reads the table its
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from functools import partial
@@ -412,6 +413,53 @@ def _tick_at_the_same_now(
         if not second or "locked" in str(second.get("message", "")):
             second.clear()
             other()
+    return [first, second]
+
+
+def tick_another_schedule_meanwhile(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedules: tuple[str, str],
+    period_s: int,
+    since: float,
+    now: float,
+) -> list[dict[str, Any]]:
+    """Two schedules of one scheduler process, each ticked by a thread of its own: the
+    second schedule's whole tick starts, in another thread and on its own connection,
+    between the first's reads and its first write (the same module, so a lock the first
+    holds in it is held for the second too). The first waits 0.3 s for it, then goes on;
+    a second that waits for a lock the first holds (of the module, or the database's
+    after BEGIN IMMEDIATE) goes on when the first is done. The two outcomes, the first
+    schedule's then the second's."""
+    second: dict[str, Any] = {}
+
+    def ticked() -> None:
+        conn = connect(path)  # another thread holds the lock, and lets it go
+        try:
+            second.update(outcome(values["tick"], conn, schedules[1], period_s, since, now, "all"))
+        finally:
+            conn.close()
+
+    threads: list[threading.Thread] = []
+
+    def other() -> None:
+        threads.append(threading.Thread(target=ticked, daemon=True))
+        threads[0].start()
+        threads[0].join(0.3)  # a lock the first holds: the second waits for it, not forever
+
+    with fresh_state(values):
+        conn = connect(path)
+        try:
+            watched = _OtherTicksFirst(conn, other)
+            first = outcome(values["tick"], watched, schedules[0], period_s, since, now, "all")
+        finally:
+            conn.close()
+        for thread in threads:
+            thread.join(30)
+        if not threads:
+            ticked()  # the first tick wrote nothing: the second ticks after it
+    if not second:
+        second = {"raised": ["TimeoutError"], "message": _("still ticking after 30 s")}
     return [first, second]
 
 
