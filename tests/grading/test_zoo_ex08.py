@@ -2991,48 +2991,6 @@ RIGHT = [
         LOCK_PER_CUSTOMER_THEN_CLAIM,
         "two_deliveries_at_once_charge_once",
     ),
-]
-
-#: Records of the key alone, or of the key and a constant of the module's (a version, a
-#: secret), which a search for the worker's start or pid must not take for a salt of the
-#: worker's: the severe check keeps its points. They are not right solutions: the
-#: contract asks for the key itself in ``processed``, and
-#: ``replies_charged_or_already_charged`` takes its point (``bench/zoo.py --right``
-#: grades ``RIGHT`` only).
-UNSALTED = [
-    (
-        "the dedup record a sha256 of the key alone",
-        _salted("import hashlib\n", "hashlib.sha256(key.encode()).hexdigest()"),
-        "dedup_commits_with_the_charge",
-    ),
-    (
-        "the dedup record the key with a fixed prefix",
-        _salted("", 'f"charge:v1:{key}"'),
-        "dedup_commits_with_the_charge",
-    ),
-    (
-        "the dedup record a sha256 of a version number and the key",
-        _salted(
-            "import hashlib\n",
-            'hashlib.sha256(f"{VERSION}:{key}".encode()).hexdigest()',
-            "VERSION = 2",
-        ),
-        "dedup_commits_with_the_charge",
-    ),
-    (
-        # Its length first, netstring-like: a small number, as a pid in a namespace is.
-        "the dedup record a sha256 of the key's length and the key",
-        _salted("import hashlib\n", 'hashlib.sha256(f"{len(key)}:{key}".encode()).hexdigest()'),
-        "dedup_commits_with_the_charge",
-    ),
-    (
-        "the dedup record an HMAC of the key under a fixed secret",
-        _salted(
-            "import hashlib\nimport hmac\n",
-            'hmac.new(b"lab-secret", key.encode(), hashlib.sha256).hexdigest()',
-        ),
-        "dedup_commits_with_the_charge",
-    ),
     (
         # Round 30: a failed task rejected without requeue instead of acknowledged: the
         # broker drops it all the same, and a dead pool child's task still comes back.
@@ -3082,6 +3040,48 @@ UNSALTED = [
             REFERENCE_SETTINGS + '    app.conf.task_routes = {"ex08.charge": {"queue": QUEUE}}\n'
         ),
         "charge_may_wait_without_a_time_limit",
+    ),
+]
+
+#: Records of the key alone, or of the key and a constant of the module's (a version, a
+#: secret), which a search for the worker's start or pid must not take for a salt of the
+#: worker's: the severe check keeps its points. They are not right solutions: the
+#: contract asks for the key itself in ``processed``, and
+#: ``replies_charged_or_already_charged`` takes its point (``bench/zoo.py --right``
+#: grades ``RIGHT`` only).
+UNSALTED = [
+    (
+        "the dedup record a sha256 of the key alone",
+        _salted("import hashlib\n", "hashlib.sha256(key.encode()).hexdigest()"),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "the dedup record the key with a fixed prefix",
+        _salted("", 'f"charge:v1:{key}"'),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "the dedup record a sha256 of a version number and the key",
+        _salted(
+            "import hashlib\n",
+            'hashlib.sha256(f"{VERSION}:{key}".encode()).hexdigest()',
+            "VERSION = 2",
+        ),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        # Its length first, netstring-like: a small number, as a pid in a namespace is.
+        "the dedup record a sha256 of the key's length and the key",
+        _salted("import hashlib\n", 'hashlib.sha256(f"{len(key)}:{key}".encode()).hexdigest()'),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "the dedup record an HMAC of the key under a fixed secret",
+        _salted(
+            "import hashlib\nimport hmac\n",
+            'hmac.new(b"lab-secret", key.encode(), hashlib.sha256).hexdigest()',
+        ),
+        "dedup_commits_with_the_charge",
     ),
 ]
 
