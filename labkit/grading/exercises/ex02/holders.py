@@ -239,6 +239,16 @@ def refused_as_the_holder_leaves(
     return {"busy_seen": first == "busy", "answer": answer}
 
 
+def _flock_swapped(values: MutableMapping[str, Any], flock: Any) -> None:
+    """``fcntl.flock`` replaced by ``flock`` in this (forked) child, and in the student's
+    namespace too, where ``from fcntl import flock`` put the real one."""
+    real = fcntl.flock
+    fcntl.flock = flock
+    for name, value in list(values.items()):
+        if value is real:
+            values[name] = flock
+
+
 def refused_as_a_holder_arrives(
     values: MutableMapping[str, Any], path: str, left: str
 ) -> dict[str, Any]:
@@ -271,10 +281,7 @@ def refused_as_a_holder_arrives(
                     select.select([go_read], [], [], 10.0)
                 real(file, operation)
 
-            fcntl.flock = flock
-            for name, value in list(values.items()):  # `from fcntl import flock` too
-                if value is real:
-                    values[name] = flock
+            _flock_swapped(values, flock)
             said = attempt(values, path)
             REAL_WRITE(fd, said.replace("\n", " ")[:300].encode() + b"\n")
 
@@ -466,10 +473,7 @@ def probe_between_two_flocks(values: MutableMapping[str, Any], path: str) -> dic
                 if operation & fcntl.LOCK_EX:
                     state["took"] = True
 
-            fcntl.flock = flock
-            for name, value in list(values.items()):  # `from fcntl import flock` too
-                if value is real:
-                    values[name] = flock
+            _flock_swapped(values, flock)
             said = attempt(values, path)
             REAL_WRITE(fd, said.replace("\n", " ")[:300].encode() + b"\n")
 
