@@ -5,7 +5,9 @@ saved while it publishes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from random import Random
+from typing import Any
 
 from labkit.grading.checks import Namespace, expect
 from labkit.grading.exercises.ex11.outbox import (
@@ -112,6 +114,22 @@ def relay_never_loses_a_message(ns: Namespace) -> None:
             expect(not pending, "every row marked sent after the second run", pending)
 
 
+def _relayed_with_the_broker_down_at_2(
+    ns: Namespace, conn: Any, path: Path
+) -> tuple[Path, dict[str, Any]]:
+    """The scene's orders relayed to a broker that refuses message 2: the broker's file
+    and the run's outcome, once the refusal is seen to have fired."""
+    seed_outbox(conn, ORDERS)
+    broker = path.parent / "broker.db"
+    got = relay(ns, path, broker, "broker_down", nth=2)
+    expect(
+        got["fired"],
+        "the broker to refuse message 2",
+        _("{count} publish call(s)").format(count=got["publishes"]),
+    )
+    return broker, got
+
+
 @CHECKS.add(
     2,
     "when publish raises, leave that row pending and let the error out: the messages "
@@ -119,14 +137,7 @@ def relay_never_loses_a_message(ns: Namespace) -> None:
 )
 def relay_stops_when_the_broker_is_down(ns: Namespace) -> None:
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
-        seed_outbox(conn, ORDERS)
-        broker = path.parent / "broker.db"
-        got = relay(ns, path, broker, "broker_down", nth=2)
-        expect(
-            got["fired"],
-            "the broker to refuse message 2",
-            _("{count} publish call(s)").format(count=got["publishes"]),
-        )
+        broker, got = _relayed_with_the_broker_down_at_2(ns, conn, path)
         rows = {r["message_id"]: r["sent_at"] for r in rows_of(conn, "all_outbox")}
         expect(
             rows[message_id(2)] is None and rows[message_id(3)] is None,
@@ -164,14 +175,7 @@ def relay_stops_when_the_broker_is_down(ns: Namespace) -> None:
 )
 def relay_lets_the_broker_error_out(ns: Namespace) -> None:
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
-        seed_outbox(conn, ORDERS)
-        broker = path.parent / "broker.db"
-        got = relay(ns, path, broker, "broker_down", nth=2)
-        expect(
-            got["fired"],
-            "the broker to refuse message 2",
-            _("{count} publish call(s)").format(count=got["publishes"]),
-        )
+        broker, got = _relayed_with_the_broker_down_at_2(ns, conn, path)
         pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
         expect(
             "raised" in got,
