@@ -14,7 +14,7 @@ from random import Random
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex13.checks import (
+from labkit.grading.exercises.ex13.claims import (
     HARNESS,
     NOW,
     RACE_PAUSE_S,
