@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
-from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
 from labkit.grading.exercises.ex01.edges import MANY_ITEMS, MOST_ITEMS, past_every_cut
+from labkit.grading.exercises.ex01.intents import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.lang import _
 
