@@ -23,7 +23,6 @@ import uuid
 from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
-from labkit.grading.exercises.ex09.checks import GROUP, RUN_S, Stream, expect_once_each, stream
 from labkit.grading.exercises.ex09.commands import (
     _bare_dead_letters,
     _bare_effects,
@@ -34,6 +33,7 @@ from labkit.grading.exercises.ex09.commands import (
     _trims,
     _until_under_way,
 )
+from labkit.grading.exercises.ex09.consumers import GROUP, RUN_S, Stream, expect_once_each, stream
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 

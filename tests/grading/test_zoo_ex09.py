@@ -17,7 +17,7 @@ from zoograding import compiles, runs_its_control, skip_unless_drawn
 
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus, Namespace, run_check
-from labkit.grading.exercises.ex09 import checks as ex09_checks
+from labkit.grading.exercises.ex09 import consumers as ex09_consumers
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -1703,7 +1703,7 @@ def _edited_consumer(
     # A consumer that never returns is as stuck after 10 s as after the 30 s a student's
     # machine is given; the zoo has two of them, and this keeps CI under its budget.
     # Every other check of every entry still has to pass or fail on its merits.
-    monkeypatch.setattr(ex09_checks, "RUN_S", 10.0)
+    monkeypatch.setattr(ex09_consumers, "RUN_S", 10.0)
     values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
     assert notes == []
     path = Path("stream_consumer.py")  # the test's own folder (tests/grading/conftest.py)
@@ -2520,7 +2520,7 @@ RIGHT += [
 @pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[r[0] for r in RIGHT])
 def test_a_right_consumer_written_otherwise_keeps_the_points(way, check, source, monkeypatch):
     skip_unless_drawn(way)  # a tenth per run, as the entries: each starts real consumers
-    monkeypatch.setattr(ex09_checks, "RUN_S", 10.0)
+    monkeypatch.setattr(ex09_consumers, "RUN_S", 10.0)
     values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
     assert notes == []
     path = Path("stream_consumer.py")  # the test's own folder (tests/grading/conftest.py)
