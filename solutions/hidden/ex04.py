@@ -364,6 +364,16 @@ def classify_judges_the_error_itself(ns: Namespace) -> None:
             {"type": "TransientError", "cause": {"type": "ValueError"}},
             "never_sent",
         ),
+        # Nor the status of the error it was raised from: a read timeout has no status of
+        # its own, and a 503 met before it says nothing about this request.
+        _("a read timeout raised from an HTTP 503"): (
+            {"type": "TimeoutError", "message": "read timed out", "cause": http(503)},
+            "maybe_done",
+        ),
+        _("a read timeout raised inside `except` of an HTTP 429"): (
+            {"type": "TimeoutError", "message": "read timed out", "context": http(429)},
+            "maybe_done",
+        ),
     }
     got = verdicts(ns, [spec for spec, _want in cases.values()])
     wrong = [
@@ -1252,6 +1262,15 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
             {"type": "ValueError", "message": "bad amount", "response": {"status": 503}},
             "permanent",
         ),
+        # Nor another library's spelling of it (http_status, response.status_code).
+        "ValueError('bad amount') with http_status = 503 (no status attribute)": (
+            {"type": "ValueError", "message": "bad amount", "attrs": {"http_status": 503}},
+            "permanent",
+        ),
+        "ValueError('bad amount') with response.status_code = 503 (no status attribute)": (
+            {"type": "ValueError", "message": "bad amount", "response": {"status_code": 503}},
+            "permanent",
+        ),
     }
     _judged_without_a_key(
         ns,
@@ -1260,7 +1279,8 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
         _(
             "rule 3 reads getattr(error, 'status', None) when it is an int: a number in the "
             "message, in error.args or in another attribute (error.code, error.status_code, "
-            "error.response.status) is an amount, a customer, a key, never the server's answer"
+            "error.http_status, error.response.status or .status_code) is an amount, a "
+            "customer, a key, never the server's answer"
         ),
     )
 

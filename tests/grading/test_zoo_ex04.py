@@ -4349,6 +4349,149 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "the status read off __cause__ when the error has none (a timeout after a 503 retried)",
+        "classify_judges_the_error_itself",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None and error.__cause__ is not None:
+                status = getattr(error.__cause__, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the status read off __context__ when the error has none (a timeout in except retried)",
+        "classify_judges_the_error_itself",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None and error.__context__ is not None:
+                status = getattr(error.__context__, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the ambiguous flag of __context__ read too (a retry refused in `except` given up)",
+        "classify_never_sent",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False) or getattr(error.__context__, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify falls back on error.http_status (a bad amount's 503 retried)",
+        "classify_reads_the_status_attribute_only",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None:
+                status = getattr(error, "http_status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify falls back on error.response.status_code (a bad amount's 503 retried)",
+        "classify_reads_the_status_attribute_only",
+        """
+        from labkit.errors import PermanentError, TransientError
+
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None and getattr(error, "response", None) is not None:
+                status = getattr(error.response, "status_code", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
@@ -4796,6 +4939,21 @@ SAYS: dict[str, str] = {
     "a 429 without a Retry-After given up (no time said, no retry)": (
         "never-sent error without a Retry-After"
     ),
+    "the status read off __cause__ when the error has none (a timeout after a 503 retried)": (
+        "a read timeout raised from an HTTP 503"
+    ),
+    "the status read off __context__ when the error has none (a timeout in except retried)": (
+        "a read timeout raised inside `except` of an HTTP 429"
+    ),
+    "the ambiguous flag of __context__ read too (a retry refused in `except` given up)": (
+        "raised inside `except ResponseLost`"
+    ),
+    "classify falls back on error.http_status (a bad amount's 503 retried)": (
+        "with http_status = 503"
+    ),
+    "classify falls back on error.response.status_code (a bad amount's 503 retried)": (
+        "with response.status_code = 503"
+    ),
 }
 
 
@@ -4851,6 +5009,10 @@ SEVERE = [
     "classify memoised per class when no status (a lost answer judged as its class's first)",
     # A read timeout beside another thread's 503 takes its status: retried without a key.
     "classify keeps the status in a module-level dict (another thread's 503 read back)",
+    # A read timeout judged by an earlier 503: retried without a key, a charge runs twice.
+    "the status read off __cause__ when the error has none (a timeout after a 503 retried)",
+    # A read timeout judged by the 429 it was handling: retried without a key, runs twice.
+    "the status read off __context__ when the error has none (a timeout in except retried)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
@@ -5172,6 +5334,37 @@ RIGHT: list[tuple[str, str, str]] = [
             if verdict == "maybe_done" and idempotency_key is None:
                 return None
             retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "full jitter drawn as rng.uniform(ceiling, 0) (the same range, the other way round)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return rng.uniform(ceiling, 0)
+    """,
+    ),
+    (
+        "next_delay also waits out the Retry-After of the error's __cause__ (longer, nothing lost)",
+        "next_delay_is_the_backoff",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if retry_after is None and error.__cause__ is not None:
+                retry_after = getattr(error.__cause__, "retry_after", None)
             if isinstance(retry_after, (int, float)) and retry_after > delay:
                 delay = float(retry_after)
             if now + delay > started_at + deadline:

@@ -62,6 +62,12 @@ NEVER_SENT = {
         "type": "ConnectionRefusedError",
         "cause": {"type": "ResponseLost"},
     },
+    # The same retry refused inside the handler of the lost answer (implicit chaining,
+    # __context__): still only the flag of the error given counts.
+    "ConnectionRefusedError() raised inside `except ResponseLost` (the retry refused)": {
+        "type": "ConnectionRefusedError",
+        "context": {"type": "ResponseLost"},
+    },
 }
 MAYBE_DONE = {
     "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
