@@ -317,6 +317,28 @@ def no_jitter_on_the_cooldown(ns: Namespace) -> None:
             "millisecond"
         ),
     )
+    # The same for a failed trial's new cooldown: a trial that fails half a millisecond into
+    # a second, its new opening time rounded, lets the next trial out early.
+    out = drive(
+        ns,
+        [["fail", 0], ["advance", 30.0], ["allow", 0], ["advance", HAIR_S / 2], ["fail", 0]]
+        + [["advance", 30.0 - HAIR_S / 4], ["allow", 0], ["advance", HAIR_S / 4], ["allow", 0]],
+        threshold=1,
+        cooldown_s=30.0,
+    )
+    expect(
+        [out[6], out[8]] == [False, True],
+        _(
+            "a trial failed {failed:.2f} ms into a second with cooldown_s=30: allow() False a "
+            "quarter of a millisecond before 30 s after the failure, True at 30 s"
+        ).format(failed=500 * HAIR_S),
+        _("{before}, then {at}").format(before=repr(out[6]), at=repr(out[8])),
+        _(
+            "keep clock.now() as the float it is when a failed trial opens the breaker again "
+            "too: a rounded (round(now, 3)) or whole-millisecond time moves the end of the "
+            "cooldown"
+        ),
+    )
     # Opened on a whole second, asked about a microsecond before the end: a slack of
     # a microsecond "for float error" (now + 1e-6 >= ...) lets the trial out early; the end
     # is exact in binary here, so the plain comparison needs no slack.
@@ -413,6 +435,31 @@ def no_cap_on_the_cooldown(ns: Namespace) -> None:
             wanted,
             _("{before}, then {at}").format(before=repr(before), at=repr(at)),
             "compare clock.now() with opened_at + cooldown_s as given: no min(), no cap",
+        )
+    # The same cooldown after a failed trial: a cap on the reopening alone sends a trial
+    # every few minutes to a dependency its owner said to leave alone for hours.
+    for cooldown in (LONG_COOLDOWN_S, MONTH_COOLDOWN_S, DECADE_COOLDOWN_S):
+        trial = [["fail", 0], ["advance", cooldown], ["allow", 0], ["fail", 0]]
+        before = drive(
+            ns,
+            [*trial, ["advance", cooldown - 0.25], ["allow", 0]],
+            threshold=1,
+            cooldown_s=cooldown,
+        )[-1]
+        at = drive(
+            ns, [*trial, ["advance", cooldown], ["allow", 0]], threshold=1, cooldown_s=cooldown
+        )[-1]
+        expect(
+            before is False and at is True,
+            _(
+                "with cooldown_s={cooldown}, after a failed trial: allow() False a quarter second "
+                "before {cooldown} s from the trial's failure, True at {cooldown} s"
+            ).format(cooldown=cooldown),
+            _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+            _(
+                "a failed trial opens it again for the full cooldown_s as given: no min(), no "
+                "cap on the reopening either"
+            ),
         )
 
 

@@ -3186,6 +3186,59 @@ ZOO: list[tuple[str, str, str, str]] = [
                     self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "a failed trial's new cooldown capped at 10 minutes (a trial every 600 s, not cooldown_s)",
+        "no_cap_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    now = self.clock.now()
+                    if self.state == "half_open":
+                        self.state, self.trial_out = "open", False
+                        self.opened_at = now - max(0.0, self.cooldown_s - 600.0)
+                    elif self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", now, False
+    """,
+    ),
+    (
+        "ex07",
+        "a failed trial's new cooldown capped at a year (min(cooldown_s, 365 days))",
+        "no_cap_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    now = self.clock.now()
+                    if self.state == "half_open":
+                        self.state, self.trial_out = "open", False
+                        self.opened_at = now - max(0.0, self.cooldown_s - 365 * 86400.0)
+                    elif self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", now, False
+    """,
+    ),
+    (
+        "ex07",
+        "a failed trial's new opening time rounded to the millisecond (round(now, 3))",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    now = self.clock.now()
+                    if self.state == "half_open":
+                        self.state, self.opened_at, self.trial_out = "open", round(now, 3), False
+                    elif self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", now, False
+    """,
+    ),
 ]
 
 
@@ -3506,6 +3559,15 @@ SAYS: dict[str, str] = {
     ),
     "a @dataclass with clock as its first field (Breaker(3, 30.0, clock) misread)": (
         "Breaker(2, 7.75, clock): closed after one failure and open after two"
+    ),
+    "a failed trial's new cooldown capped at 10 minutes (a trial every 600 s, not cooldown_s)": (
+        "after a failed trial"
+    ),
+    "a failed trial's new cooldown capped at a year (min(cooldown_s, 365 days))": (
+        "after a failed trial"
+    ),
+    "a failed trial's new opening time rounded to the millisecond (round(now, 3))": (
+        "a trial failed"
     ),
 }
 
