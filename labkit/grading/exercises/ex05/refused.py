@@ -3,7 +3,7 @@
 The worker buries a ``PermanentError`` as dead and retries a ``TransientError``; what the
 handler lets out decides which. A fake API (nothing is charged) refuses every charge, and
 the check reads what came out, without a worker: a few milliseconds instead of a run.
-``handled_once`` is that one call against any fake API (``harness.key_in_progress``'s too).
+``handled_once`` is that one call against any fake API (``throttled.key_in_progress``'s too).
 """
 
 from __future__ import annotations
@@ -215,9 +215,9 @@ def conflicting_key(
     ``{"conflicts": charges answered with the conflict, "new": the repr of each later
     charge's Idempotency-Key, "earlier": the repr of the first charge's key, "raised":
     "ErrorClass: message"}`` or ``"returned": repr``, and ``"retried"``: whether the
-    worker would retry what came out (``harness._retried``).
+    worker would retry what came out (``throttled._retried``).
     """
-    from labkit.grading.exercises.ex05.harness import _retried
+    from labkit.grading.exercises.ex05.throttled import _retried
 
     kind, payload, key = job
     first = _FirstCharge()
