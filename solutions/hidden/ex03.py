@@ -486,6 +486,26 @@ def dead_workers_jobs_are_not_starved(ns: Namespace) -> None:
         ).format(job_id=orphan, fresh=fresh),
         "None" if got is None else _("job {job_id}").format(job_id=got),
     )
+    # Ready is running with lease_until <= now, whoever held it: a row that lost its
+    # lease_owner (set by hand, or by a worker that cleared it first) comes back too.
+    with lab_file(ns) as (conn, path):
+        ownerless = add_job(
+            conn, "mail:1:send:v1", state="running", attempt=1, run_after=0.0,
+            lease_until=50.0, updated_at=20.0,
+        )
+        got = (_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id")
+    expect(
+        got == ownerless,
+        _(
+            "job {job_id} at 100 (running, its lease expired at 50, no lease_owner on it): "
+            "an expired lease is ready whoever held it"
+        ).format(job_id=ownerless),
+        "None" if got is None else _("job {job_id}").format(job_id=got),
+        _(
+            "an expired lease is ready by state and lease_until alone; do not also require "
+            "lease_owner"
+        ),
+    )
 
 
 @CHECKS.add(

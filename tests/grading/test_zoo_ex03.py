@@ -3669,11 +3669,38 @@ ZOO: list[tuple[str, str, str, str]] = [
             ).fetchone()
         """,
     ),
+    (
+        "ex03",
+        "an expired lease reclaimed only when it names an owner (lease_owner IS NOT NULL)",
+        "dead_workers_jobs_are_not_starved",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                \"\"\"
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_owner IS NOT NULL
+                               AND lease_until <= :now)
+                        ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "an expired lease reclaimed only when it names an owner (lease_owner IS NOT NULL)": (
+        "no lease_owner on it"
+    ),
     "a live lease taken once its updated_at is old (updated_at <= now - 10 * lease_s)": (
         "held by w9 for an hour, 5 s left"
     ),
@@ -4672,6 +4699,79 @@ def claim(conn, worker, now, lease_s):
                 ).fetchone()
             finally:
                 conn.row_factory = factory
+    """,
+    ),
+    (
+        "the one UPDATE ... RETURNING, then conn.commit() (a no-op in autocommit mode)",
+        "a_claim_leaves_the_connection_as_it_was_given",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                \"\"\"
+                    UPDATE jobs
+                       SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))), updated_at = :now
+                     WHERE id = (SELECT id FROM jobs
+                            WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                               OR (state = 'running' AND lease_until <= :now)
+                            ORDER BY run_after, id LIMIT 1)
+                    RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            conn.commit()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "a sqlite3.Error raised again as RuntimeError('claim failed') from it",
+        "a_database_error_comes_out",
+        """
+        import sqlite3
+
+        def claim(conn, worker, now, lease_s):
+            try:
+                row = conn.execute(
+                    \"\"\"
+                    UPDATE jobs
+                       SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))), updated_at = :now
+                     WHERE id = (SELECT id FROM jobs
+                            WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                               OR (state = 'running' AND lease_until <= :now)
+                            ORDER BY run_after, id LIMIT 1)
+                    RETURNING *
+                    \"\"\",
+                    {"worker": worker, "now": now, "lease_s": lease_s},
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise RuntimeError("claim failed") from exc
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "run_after read through coalesce(run_after, 0), states matched with LIKE",
+        "respects_run_after_and_state",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                \"\"\"
+                    UPDATE jobs
+                       SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))), updated_at = :now
+                     WHERE id = (SELECT id FROM jobs
+                            WHERE ((state LIKE 'pending' OR state LIKE 'retry_wait')
+                                    AND coalesce(run_after, 0) <= :now)
+                               OR (state = 'running' AND lease_until <= :now)
+                            ORDER BY run_after, id LIMIT 1)
+                    RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
     """,
     ),
 ]
