@@ -3120,6 +3120,48 @@ def do_step(world, order, step: str) -> dict:
             ),
         ),
     ),
+    (
+        "the decline's transaction opened with a plain BEGIN (its first statement writes)",
+        "a_declined_charge_releases_the_stock",
+        _edit(RUN_ORDER, ('conn.execute("BEGIN IMMEDIATE")', 'conn.execute("BEGIN")')),
+    ),
+    (
+        "every checkpoint written with INSERT OR IGNORE (a second copy's is dropped)",
+        "every_effect_once_after_a_kill_anywhere",
+        _edit(RUN_ORDER, ('"INSERT INTO job_steps', '"INSERT OR IGNORE INTO job_steps')),
+    ),
+    (
+        "the e-mail address stripped of surrounding spaces before it is sent",
+        "the_receipt_and_the_email_say_what_they_are",
+        _edit(
+            DO_STEP, ('world.mail.send(order["email"]', 'world.mail.send(order["email"].strip()')
+        ),
+    ),
+    (
+        "the ledger's mark written before the post, in the same transaction",
+        "every_effect_once_after_a_kill_anywhere",
+        _edit(
+            DO_STEP,
+            (
+                '            reply = tx.post(order["sku"], -1 if step == "reserve" else 1, key=key)'
+                '\n            tx.mark(key, "done")\n',
+                '            tx.mark(key, "done")\n'
+                '            reply = tx.post(order["sku"], -1 if step == "reserve" else 1,'
+                " key=key)\n",
+            ),
+        ),
+    ),
+    (
+        "the charge's key the order alone, f'order:{id}' (its only payment)",
+        "each_effect_has_a_key_from_the_order",
+        _edit(
+            DO_STEP,
+            (
+                'order["amount"], idempotency_key=key)',
+                'order["amount"], idempotency_key=f"order:{order[\'id\']}")',
+            ),
+        ),
+    ),
 ]
 
 
