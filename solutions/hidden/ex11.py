@@ -39,6 +39,7 @@ from labkit.grading.exercises.helpers import (
 from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
+from labkit.grading.exercises.wallclock import in_time_zone
 from labkit.lang import _
 
 CHECKS = Checks("ex11", hidden=True)
@@ -548,6 +549,24 @@ def relay_marks_sent_at_the_now_given(ns: Namespace) -> None:
             _(
                 "read now from the argument of each call; keep no clock from an earlier run "
                 "in module state"
+            ),
+        )
+    # The machine's local time zone three hours behind UTC: now is a Unix time, the same
+    # in every zone; a relay that reads it as a local date and back as UTC shifts it.
+    with in_time_zone("<-03>3"), lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS[:1])
+        relay(ns, path, path.parent / "broker.db", now=now)
+        sent = [r["sent_at"] for r in rows_of(conn, "all_outbox")]
+        expect(
+            sent == [now],
+            _(
+                "sent_at = {now} after relay_once(conn, publish, now={now}) on a machine "
+                "whose local time zone is UTC-3"
+            ).format(now=now),
+            sent,
+            _(
+                "now is seconds since the epoch, the same in every time zone: store it as "
+                "given, with no conversion through a local date"
             ),
         )
 
@@ -2191,8 +2210,8 @@ def _busy11_scene(ns: Namespace, nth: int, extra: list[Any]) -> None:
 @CHECKS.add(
     1,
     "order 0 is an order like any other: place_order saves it with its message and "
-    "returns True (tell a new order by whether a row came back, 'is not None', never by "
-    "the truth of the id it holds)",
+    "returns True, consume sends its email (tell a new order or message by whether a row "
+    "came back, 'is not None', never by the truth of the id it holds)",
     severe=True,
 )
 def an_order_numbered_zero_is_announced(ns: Namespace) -> None:
@@ -2211,5 +2230,21 @@ def an_order_numbered_zero_is_announced(ns: Namespace) -> None:
             _(
                 "a row (0,) from RETURNING is a new order even though 0 is falsy: test "
                 "'fetchone() is not None', not the id it holds"
+            ),
+        )
+    # The consumer's side of order 0: its message applied once, one email for order 0.
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        body = json.dumps({"order_id": 0, "customer": "ana", "total": 4200})
+        got = ns.harness(HARNESS + "consume", str(path), message_id(0), body, None)
+        _raised(got, f"consume({message_id(0)!r}, ...)", _("read the error"))
+        expect(
+            got.get("returned") is True and emails(conn) == [(0, "ana")],
+            _("consume(conn, {mid!r}, body) to return True and send one email for order 0").format(
+                mid=message_id(0)
+            ),
+            _("it {did}; the emails are {emails}").format(did=did(got), emails=emails(conn)),
+            _(
+                "order 0 is an order like any other: apply every message whose id is new, "
+                "never test the truth of its order_id"
             ),
         )

@@ -8256,6 +8256,55 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _reference_capped(conn, worker, now, lease_s, min(cap, 1000))
         """,
     ),
+    (
+        "ex11",
+        "the consumer sends an email only for a truthy order_id (order 0's message applied, "
+        "never emailed)",
+        "an_order_numbered_zero_is_announced",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            order_id = order.get("order_id")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id", (message_id,),
+                ).fetchone()
+                if fresh is not None and order_id:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order_id, order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay reads now as a local date and back as UTC (sent_at shifted by the time zone)",
+        "relay_marks_sent_at_the_now_given",
+        """
+        from datetime import datetime, timezone
+
+
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                stamp = datetime.fromtimestamp(now).replace(tzinfo=timezone.utc).timestamp()
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (stamp, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
 ]
 
 
@@ -8821,6 +8870,10 @@ SAYS: dict[str, str] = {
     "the relay truncates sent_at to the millisecond (int(now * 1000) / 1000)": (
         "sent_at = 1767225600.7503"
     ),
+    "the consumer sends an email only for a truthy order_id (order 0's message applied, "
+    "never emailed)": "to return True and send one email for order 0",
+    "the relay reads now as a local date and back as UTC (sent_at shifted by the time "
+    "zone)": "whose local time zone is UTC-3",
 }
 
 #: Text the failing check's "got" line must hold, where its expectation is shared.
@@ -8990,6 +9043,8 @@ SEVERE = [
     "capped: the jobs this process took kept in a module set and never taken again",
     "the relay reads its backlog in fetchmany(1000) batches from one open SELECT",
     "place_order tells a new order by the id RETURNING gave (order 0 taken for a retry)",
+    "the consumer sends an email only for a truthy order_id (order 0's message applied, "
+    "never emailed)",
 ]
 
 
