@@ -1143,3 +1143,32 @@ def the_process_is_left_as_it_was(ns: Namespace) -> None:
                     "kernel releases the lock of a process that a signal ends"
                 ),
             )
+    # A mask or an alarm set for the block (Ctrl-C held back while the pid is written, a
+    # watchdog alarm for a hung job) is the process's too: undone after the yield only, a
+    # job that raises leaves the process deaf to SIGTERM, or killed by SIGALRM an hour on.
+    for moment, when in (
+        ("after", _("after the with block")),
+        ("after_error", _("after a with block that raised")),
+    ):
+        state = run.get(moment, before)
+        expect(
+            state.get("blocked") == before.get("blocked"),
+            _("the process's blocked signals still {blocked} {where}").format(
+                blocked=before.get("blocked") or _("none"), where=when
+            ),
+            _("it blocks {blocked}").format(blocked=", ".join(state.get("blocked") or [])),
+            _(
+                "unblock in the finally what you blocked (old = signal.pthread_sigmask(...) "
+                "before, signal.pthread_sigmask(signal.SIG_SETMASK, old) in the finally): a "
+                "blocked SIGTERM never stops the process again"
+            ),
+        )
+        expect(
+            state.get("alarm") == before.get("alarm"),
+            _("no alarm left set {where}").format(where=when),
+            _("an alarm is still set: SIGALRM will end the process later"),
+            _(
+                "cancel an alarm you set (signal.alarm(0)) in the finally, so that a job that "
+                "raises cancels it too"
+            ),
+        )

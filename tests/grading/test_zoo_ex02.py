@@ -4071,6 +4071,127 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        # SIGTERM and Ctrl-C held back while the job holds the lock, let through again only
+        # after the yield: a job that raises leaves them blocked, the process deaf to both.
+        "SIGTERM and SIGINT blocked for the block (pthread_sigmask), unblocked after the yield",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+                yield
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The mask never undone: after the first run SIGTERM no longer stops the process.
+        "SIGTERM blocked once the lock is taken (pthread_sigmask) and never unblocked",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # A watchdog alarm for a hung job, cancelled after the yield only: a job that raises
+        # leaves it set, and SIGALRM ends the process an hour later, whatever it runs then.
+        "a watchdog signal.alarm(3600) for the block, cancelled after the yield, not in a finally",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.alarm(3600)
+                yield
+                signal.alarm(0)
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The same with an interval timer: setitimer's alarm outlives a failed block too.
+        "a watchdog setitimer(ITIMER_REAL, 3600) for the block, cancelled after the yield only",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.setitimer(signal.ITIMER_REAL, 3600.0)
+                yield
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -4441,6 +4562,18 @@ SAYS: dict[str, str] = {
     ),
     "the lock let go to reopen the file with 'w' and flock it again (others get in between)": (
         "the lock held from your first flock to the end of the block"
+    ),
+    "SIGTERM and SIGINT blocked for the block (pthread_sigmask), unblocked after the yield": (
+        "the process's blocked signals still none after a with block that raised"
+    ),
+    "SIGTERM blocked once the lock is taken (pthread_sigmask) and never unblocked": (
+        "the process's blocked signals still none after the with block"
+    ),
+    "a watchdog signal.alarm(3600) for the block, cancelled after the yield, not in a finally": (
+        "no alarm left set after a with block that raised"
+    ),
+    "a watchdog setitimer(ITIMER_REAL, 3600) for the block, cancelled after the yield only": (
+        "no alarm left set after a with block that raised"
     ),
 }
 
@@ -5403,6 +5536,66 @@ RIGHT: list[tuple[str, str, str]] = [
                 fh.write(str(os.getpid()))
                 fh.flush()
                 yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "SIGTERM and SIGINT blocked for the block, the old mask put back in a finally",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+                try:
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(f"{os.getpid()}\\n")
+                    fh.flush()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "a watchdog signal.alarm that ends a hung job (SIGALRM's default), cancelled in a finally",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.alarm(3600)
+                try:
+                    yield
+                finally:
+                    signal.alarm(0)
             finally:
                 fh.close()
     """,

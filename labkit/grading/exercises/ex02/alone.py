@@ -284,9 +284,15 @@ def _process_state() -> dict[str, Any]:
     except OSError:  # the folder it was moved to was deleted since
         folder = "(a folder since deleted)"
     handlers = {name: signal.getsignal(getattr(signal, name)) for name in _ENDING_SIGNALS}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     return {
         "cwd": folder,
         "umask": mask,
+        # Signals held back (a mask a lock set for its block and never undid: the process
+        # can no longer be stopped by them) and an alarm still set (it ends the process
+        # later, SIGALRM's default, long after the lock is gone).
+        "blocked": sorted(signal.Signals(s).name for s in blocked),
+        "alarm": signal.getitimer(signal.ITIMER_REAL)[0] > 0,
         # The handler's name to say, its identity to compare (a new function of the same
         # name is another handler). The handlers found are alive all along: no id reused.
         "signals": {name: _disposition(h) for name, h in handlers.items()},
@@ -313,6 +319,8 @@ def process_state_around_a_run(values: MutableMapping[str, Any], path: str) -> d
     """
     out: dict[str, Any] = {}
     found = _process_state()
+    found_mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    found_alarm = signal.getitimer(signal.ITIMER_REAL)
     handlers = {name: signal.getsignal(getattr(signal, name)) for name in _ENDING_SIGNALS}
     # A known state to start from (the folder above the lock's, a umask of its own), whatever
     # an earlier run of the lock in this process left.
@@ -341,6 +349,8 @@ def process_state_around_a_run(values: MutableMapping[str, Any], path: str) -> d
                 pass
             out["after_error"] = _process_state()
     finally:
+        signal.setitimer(signal.ITIMER_REAL, *found_alarm)
+        signal.pthread_sigmask(signal.SIG_SETMASK, found_mask)
         for name, handler in handlers.items():
             if handler is not None:
                 signal.signal(getattr(signal, name), handler)
