@@ -1270,7 +1270,8 @@ def _cut_short(kept: dict[str, str]) -> list[str]:
     1,
     "keys holding quotes, SQL, % or _, or 200 characters long, are data: each gets a job "
     "of its own, and its retry the same job (a key with a non-ASCII letter: that, or a "
-    "clear 400); a key reused with another body is refused with a message naming it whole",
+    "clear 400); a key reused with another body is refused with a message naming it "
+    "whole; an empty request {} is a request too",
     timeout=TIMEOUT,
 )
 def odd_keys_are_data(ns: Namespace) -> None:
@@ -1289,6 +1290,21 @@ def odd_keys_are_data(ns: Namespace) -> None:
             "pass the key to store.enqueue as a value; never paste it into SQL",
         )
         _conflict_names_the_key(app)
+        _an_empty_request_is_taken(app)
+
+
+def _an_empty_request_is_taken(app: App) -> None:
+    """``{}`` is a JSON object: a report with every parameter left to its default. A
+    refusal of it (a 4xx) tells the client to drop a request the contract takes."""
+    accepted_id(
+        app.post({}, key="empty-1"),
+        _("the empty request {} (a report with every default)"),
+        _(
+            "take any JSON object without a credential, {} too: the contract refuses only "
+            "credentials and a key reused with another body; the report's parameters are "
+            "the worker's to judge, so do not refuse an empty or short request"
+        ),
+    )
 
 
 def _conflict_names_the_key(app: App) -> None:
@@ -1613,6 +1629,24 @@ STEERING = {
 RETRY_AFTER_SAMPLES = 30
 
 
+def _a_new_job_is_found(app: App, job_id: int, polled: int) -> None:
+    """Alice's poll of her new job ``job_id`` (a poll of id ``polled`` came before it
+    existed) finds it: a "no such job" is never kept for later."""
+    got = app.status(job_id)
+    expect(
+        got.status_code == 200,
+        _("200 for alice's new job {job_id}, whose id was polled before it existed").format(
+            job_id=job_id
+        ),
+        f"{got.status_code} {got.text[:160]}" + ("" if job_id == polled else f" ({polled})"),
+        _(
+            "read the job with store.get on every poll and keep no answer of 'no such "
+            "job': ids are handed out in order, so an id that is missing now is the next "
+            "request's job"
+        ),
+    )
+
+
 @CHECKS.add(
     1,
     "the status finds any job among more than a thousand (no list of jobs with a cap); "
@@ -1651,8 +1685,13 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
             expect(other == 404, "404 when bob asks for alice's last job", other)
             # A new request among them: its 202 names the job enqueue made for it.
             body = {"month": "2027-05", "among": count}
+            # Bob polls the id the next job will get before it exists: that 404 is of the
+            # moment, the id is alice's once her request makes the job.
+            ahead = max(job_id for job_id, _new in made) + 1
+            app.status(ahead, BOB)
             reply = app.post(body, key="many-new")
             job_id = accepted_id(reply, _("a new report request"))
+            _a_new_job_is_found(app, job_id, ahead)
             holding = [j["id"] for j in jobs_for(db, "alice", body)]
             expect(
                 holding == [job_id],

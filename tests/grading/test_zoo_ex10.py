@@ -2131,6 +2131,106 @@ ZOO += [
 ]
 
 
+# A request checked for content of its own: the contract takes any JSON object.
+ZOO += [
+    (
+        # "Nothing to report": a validation the contract does not ask for, and the client
+        # told by a 4xx that its request (a report with every default) is not one.
+        "an empty request {} refused with 422 (a report with every default dropped)",
+        "odd_keys_are_data",
+        STATUS_OK,
+        CALLER,
+        CALLER + '    if not body:\n'
+        '        return JSONResponse({"detail": "empty report request"}, status_code=422)\n',
+    ),
+    (
+        # The tutorial's json.dumps without sort_keys: the same body with its keys in
+        # another order (a client that rebuilt its dict for the retry) reads as a conflict.
+        "a retry recognised by a lookup first, bodies compared as json.dumps without sort_keys",
+        "retry_after_the_crash_gets_the_same_job",
+        STATUS_OK,
+        "    try:\n" + ENQUEUE,
+        "    import json\n\n"
+        + LOOKUP_FIRST.replace(
+            "{differ}", 'json.dumps(existing.payload.get("request")) != json.dumps(body)'
+        )
+        + ENQUEUE,
+    ),
+    (
+        # "So the client sees what was wrong": the refusal sends the password back.
+        "a refused body echoed in the 422's message (the credential sent back)",
+        "credential_in_the_body_is_refused",
+        STATUS_OK,
+        '        return JSONResponse({"detail": str(exc)}, status_code=422)\n',
+        '        return JSONResponse({"detail": f"{exc}; you sent {body!r}"}, status_code=422)\n',
+    ),
+    (
+        # "The job exists already, poll at once": a retry told Retry-After: 0.
+        "a retry answered Retry-After: 0 (poll at once) when its job already exists",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ANSWER,
+        '    return JSONResponse({"job_id": job.id}, status_code=202, headers={\n'
+        '        "Location": f"/reports/{job.id}",\n'
+        '        "Retry-After": str(RETRY_AFTER_S if _created else 0)})\n',
+    ),
+    (
+        # The 404 of "no such job" for a poll without a valid token too.
+        "the status answers 404, not 401, to a missing or unknown token",
+        "no_token_is_401",
+        ACCEPT_OK,
+        "    owner = caller_of(authorization)\n    try:\n        job = store.get(job_id)",
+        "    from fastapi import HTTPException\n\n    try:\n"
+        "        owner = caller_of(authorization)\n    except HTTPException:\n"
+        '        return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        "    try:\n        job = store.get(job_id)",
+    ),
+    (
+        # 401 as "you are not allowed here": it tells the caller the id exists.
+        "401 for another owner's job (tells them the id exists)",
+        "other_owner_gets_404",
+        ACCEPT_OK,
+        OWNER_CHECK + '        return JSONResponse({"detail": "no such job"}, status_code=404)\n',
+        "    if job is None:\n"
+        '        return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        + OWNER_CHECK
+        + '        return JSONResponse({"detail": "not your job"}, status_code=401)\n',
+    ),
+    (
+        # The conflict's branch written as a catch-all after the credential's: a locked or
+        # absent database is told "key already used", a 4xx the client does not retry.
+        "every other error of store.enqueue answered 422 as a reused key",
+        "job_is_committed_before_the_202",
+        STATUS_OK,
+        "    except IdempotencyConflict:\n",
+        "    except PayloadError as exc:\n"
+        '        return JSONResponse({"detail": str(exc)}, status_code=422)\n'
+        "    except Exception:\n",
+    ),
+    (
+        # "Saves a database read for ids that do not exist": a 404 kept per id, and ids
+        # are handed out in order, so an id polled too early is never found again.
+        "ids found missing kept in a set: a job whose id was polled before it existed is 404",
+        "status_finds_a_job_among_thousands",
+        ACCEPT_OK,
+        """    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+""",
+        """    missing = globals().setdefault("MISSING", set())
+    if job_id in missing:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        missing.add(job_id)
+        job = None
+""",
+    ),
+]
+
+
 @pytest.mark.parametrize(
     "mistake, failing, passing, old, new", ZOO, ids=[entry[0] for entry in ZOO]
 )
