@@ -26,11 +26,11 @@ def _not_started(exc: BaseException) -> bool:
     return is_stub(exc)
 
 
-def _child(target: Callable[[int], Any], index: int, start: Any, out: Any) -> None:
+def _child(target: Callable[[int], Any], index: int, start: Any, out: Any, parent: int) -> None:
     os.setpgrp()  # its own process group, so the parent can kill whatever it starts too
     # A parent that dies without its finally (a kernel killed mid-check) takes the racer
     # with it, instead of leaving it waiting on the barrier or the queue for good.
-    die_with_parent()
+    die_with_parent(parent)
     try:
         start.wait(20)
         result: tuple[str, Any] = ("returned", target(index))
@@ -49,7 +49,9 @@ def in_processes(target: Callable[[int], Any], count: int, timeout: float = 20.0
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     start = ctx.Barrier(count)
-    children = [ctx.Process(target=_child, args=(target, i, start, out)) for i in range(count)]
+    children = [
+        ctx.Process(target=_child, args=(target, i, start, out, os.getpid())) for i in range(count)
+    ]
     for proc in children:
         proc.start()
     results: dict[str, Any] = {}

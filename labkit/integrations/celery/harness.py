@@ -119,10 +119,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    parent = os.getppid()
-    die_with_parent()
-    if os.getppid() != parent:  # the parent died before prctl took effect: nobody to serve
-        sys.exit(1)
+    die_with_parent(os.getppid())  # exits if the parent is already gone
     if "celery.bin.celery" in sys.modules:
         # A warm start (``ns.spawn(warm=...)``): this interpreter was forked from one that
         # imported Celery already, so Celery runs here rather than in a new interpreter.

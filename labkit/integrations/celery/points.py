@@ -212,10 +212,17 @@ def started_under(folder: str | Path, parent: int) -> int:
     return sum(1 for event, _, _, ppid in runs(folder) if event == "start" and ppid == parent)
 
 
+#: The pid of the process that last forked, as each child inherits it: a pool child asks
+#: for the parent-death signal only once Celery initialises it, and a main process
+#: SIGKILLed before then would otherwise leave it orphaned for good (seen in a full run).
+_FORKED_BY = [os.getpid()]
+os.register_at_fork(before=lambda: _FORKED_BY.__setitem__(0, os.getpid()))
+
+
 @worker_process_init.connect
 def _pool_child_dies_with_worker(**_: Any) -> None:
     # A pool child whose main process was SIGKILLed would otherwise live on, orphaned.
-    die_with_parent()
+    die_with_parent(_FORKED_BY[0])
 
 
 #: Seconds between the pool checks of a worker under the lab (Celery's own: 5 s).
