@@ -15,9 +15,7 @@ grader killed and started again does not race its own orphans.
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import os
 import signal
 import sys
 import threading
@@ -34,18 +32,8 @@ from labkit.clock import SystemClock
 from labkit.errors import ConnectionLost, LeaseLost, StoreError
 from labkit.grading.grade import Settings, grade_notebook
 from labkit.job import Job
+from labkit.orphans import die_with_parent
 from labkit.worker import Context, Worker
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 @contextmanager

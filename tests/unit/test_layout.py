@@ -22,6 +22,9 @@ GROUND |= {"dbfile", "queries", "tables"}
 # Which language the lab speaks and its catalogs: what check(), the grader and the lessons'
 # tools all read, so it sits under them (it imports nothing of labkit).
 GROUND |= {"lang"}
+# A child process tied to its parent's life: the celery harness, the grading workers and
+# the forked racers each ask for it.
+GROUND |= {"orphans"}
 TOP_LEVEL = GROUND | {"__init__", "__main__", "metrics", "worker", "worker_process"}
 #: What the lab is, as opposed to the grader: the grader's engine never imports these.
 LAB = (

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.grading.stub import is_stub
-from labkit.integrations.celery.proctree import die_with_parent
+from labkit.orphans import die_with_parent
 
 
 def _not_started(exc: BaseException) -> bool:

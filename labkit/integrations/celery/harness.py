@@ -49,13 +49,13 @@ from labkit.integrations.celery.proctree import (
     argv_of,
     children_of,
     descendants_of,
-    die_with_parent,
     group_members,
     is_alive,
     kill_tree,
     leftovers,
     wait_until,
 )
+from labkit.orphans import die_with_parent
 
 __all__ = [
     "CeleryBeat",

@@ -45,11 +45,11 @@ from celery.signals import (
 )
 
 from labkit.integrations.celery.proctree import (
-    die_with_parent,
     host_pids,
     pid_namespace,
     wait_until,
 )
+from labkit.orphans import die_with_parent
 
 #: The environment variable naming the folder that holds the plan and the markers.
 ENV = "LABKIT_PAUSE_DIR"

@@ -10,29 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from labkit.clock import Clock, SystemClock
-
-
-def die_with_parent(parent: int | None = None) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere).
-
-    A notebook kernel or a test run that is itself killed runs no ``finally`` and no
-    ``atexit``; this is what still takes its workers down. ``parent``: the pid that
-    started this process; if it is no longer the parent, it died before the request
-    took effect (nothing would ever send the signal), and this process exits now.
-    """
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if parent is not None and os.getppid() != parent:
-        os._exit(1)
 
 
 def wait_until(
