@@ -2057,3 +2057,52 @@ def a_job_started_on_the_newest_version_follows_its_steps(ns: Namespace) -> None
                     "versions you know nor from a copy of POLICIES made at import"
                 ),
             )
+
+
+@CHECKS.add(
+    2,
+    "a job whose stored version is missing from this worker's POLICIES (a job started by a "
+    "worker deployed since) runs no step and raises, so a worker that knows its version "
+    "runs it later; run as version 1 instead, it never sends its receipt",
+    severe=True,
+)
+def a_job_of_a_version_not_deployed_here_runs_no_step(ns: Namespace) -> None:
+    unknown = 3
+    with scene(ns) as folder:
+        # On a worker not yet deployed: POLICIES has versions 1 and 2 alone.
+        early = dict(ns.harness(HARNESS + "run", str(folder), ORDER, unknown, None, False, False))
+        effects, steps = found(world_of(folder), ORDER), steps_of(folder, ORDER["id"])
+        state = state_of(folder, ORDER["id"])
+        # Then on a worker deployed since, its POLICIES[3] the steps of version 2.
+        later = dict(ns.harness(HARNESS + "run", str(folder), ORDER, unknown, None, False, True))
+        ok, seen = exactly_once(folder, ORDER, 2)
+        ended = raised_text(early) if "raised" in early else repr(early.get("returned"))
+        expect(
+            "raised" in early
+            and not any(effects.values())
+            and not steps
+            and state in (None, "running")
+            and later.get("returned") == "done"
+            and ok,
+            _(
+                "order {order_id} with policy_version={version}, run first by a worker whose "
+                "POLICIES lacks that version: an error raised, no effect, no checkpoint, the "
+                "job not ended; then run by a worker that has it: {effects}, the job 'done'"
+            ).format(order_id=ORDER["id"], version=unknown, effects=wanted(ORDER, 2, False)),
+            _(
+                "first run_order: {outcome}, effects {effects}, checkpoints {steps}, the job "
+                "{state}; after the deploy: {later}, {seen}"
+            ).format(
+                outcome=ended,
+                effects=effects,
+                steps=steps,
+                state=repr(state),
+                later=raised_text(later) if "raised" in later else repr(later.get("returned")),
+                seen=seen,
+            ),
+            _(
+                "take the steps from POLICIES[version] and let a KeyError (or an error of "
+                "your own) propagate; never fall back to another version's steps, nor end "
+                "the job as failed, for a version this worker does not know"
+            ),
+        )

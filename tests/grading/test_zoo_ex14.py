@@ -2385,12 +2385,57 @@ def do_step(world, order, step):
         "_STEPS = dict(POLICIES)\n"
         + _edit(RUN_ORDER, ("for step in POLICIES[version]:", "for step in _STEPS[version]:")),
     ),
+    (
+        # A worker not yet deployed takes a job a newer worker started: run as version 1,
+        # the job ends 'done' without the receipt its own version sends.
+        "ex14",
+        "an unknown version run with version 1's steps, POLICIES.get(version, POLICIES[1])",
+        "a_job_of_a_version_not_deployed_here_runs_no_step",
+        _edit(
+            RUN_ORDER,
+            ("for step in POLICIES[version]:", "for step in POLICIES.get(version, POLICIES[1]):"),
+        ),
+    ),
+    (
+        # The newest version this worker knows is no better a guess: the steps of the
+        # version the job started under are unknown here, and they run now.
+        "ex14",
+        "an unknown version run with the newest known version's steps",
+        "a_job_of_a_version_not_deployed_here_runs_no_step",
+        _edit(
+            RUN_ORDER,
+            (
+                "for step in POLICIES[version]:",
+                "for step in POLICIES.get(version, POLICIES[max(POLICIES)]):",
+            ),
+        ),
+    ),
+    (
+        # An unknown version taken for a bad job: marked 'failed', it is never run again,
+        # even once a worker that knows its version takes the redelivery.
+        "ex14",
+        "a job of an unknown version marked 'failed' and never run again",
+        "a_job_of_a_version_not_deployed_here_runs_no_step",
+        _edit(
+            RUN_ORDER,
+            (
+                '    if state == "running":\n',
+                '    if state == "running" and version not in POLICIES:\n'
+                "        conn.execute(\"UPDATE step_jobs SET state = 'failed' WHERE order_id = :id\", job)\n"
+                '        return "failed"\n'
+                '    if state == "running":\n',
+            ),
+        ),
+    ),
 ]
 
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "an unknown version run with version 1's steps, POLICIES.get(version, POLICIES[1])",
+    "an unknown version run with the newest known version's steps",
+    "a job of an unknown version marked 'failed' and never run again",
     "the job row read before its INSERT, the version taken from the call when none was",
     "each step's key a sha256 of the order and the step, cut to 8 hex characters",
     "each step's key a crc32 of the order and the step (a short numeric key)",
