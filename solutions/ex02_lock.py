@@ -61,8 +61,8 @@ def single_instance(path):
 # failing one caps the exercise's score at half. Here: `second_holder_is_refused`,
 # `released_after_exit`, `released_on_error`, `survives_holder_kill_9`,
 # `two_instances_started_together`, `refusal_leaves_the_lock_alone`,
-# `release_keeps_the_lock_file`, `takeover_after_kill_admits_one`, and hidden ones the
-# grader runs.
+# `release_keeps_the_lock_file`, `takeover_after_kill_admits_one`,
+# `error_inside_the_block_comes_out`, and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

@@ -339,6 +339,30 @@ def no_jitter_on_the_cooldown(ns: Namespace) -> None:
             "cooldown"
         ),
     )
+    # A cooldown of 62.5 ms (exact in binary), asked a quarter of a millisecond before its
+    # end: a cooldown kept in whole milliseconds (int(cooldown_s * 1000)) or rounded
+    # (round(cooldown_s, 3), round(cooldown_s, 2)) in __init__ is 62 ms or less.
+    short = 2.0**-4
+    out = drive(
+        ns,
+        [["fail", 0], ["advance", short - HAIR_S / 4], ["allow", 0], ["advance", HAIR_S / 4]]
+        + [["allow", 0]],
+        threshold=1,
+        cooldown_s=short,
+    )
+    expect(
+        [out[2], out[4]] == [False, True],
+        _(
+            "cooldown_s={cooldown} (62.5 ms): allow() False a quarter of a millisecond before "
+            "the cooldown ends, True when it ends"
+        ).format(cooldown=short),
+        _("{before}, then {at}").format(before=repr(out[2]), at=repr(out[4])),
+        _(
+            "keep cooldown_s as the float you were given: a cooldown kept in whole "
+            "milliseconds (int(cooldown_s * 1000)) or rounded (round(cooldown_s, 3)) ends "
+            "early"
+        ),
+    )
     # Opened on a whole second, asked about a microsecond before the end: a slack of
     # a microsecond "for float error" (now + 1e-6 >= ...) lets the trial out early; the end
     # is exact in binary here, so the plain comparison needs no slack.
@@ -1608,5 +1632,33 @@ def no_call_swaps_the_lock(ns: Namespace) -> None:
             "self.__init__() to reset: set the counts and the state back by hand): a "
             "thread blocked on the old lock goes in when it is released, while a new caller "
             "takes the new lock, and two threads change the breaker at once"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "making another breaker leaves the locks of the breakers already made alone: a lock "
+    "on the class or in a module variable that __init__ makes again swaps the lock under "
+    "the threads using an older breaker",
+)
+def making_a_breaker_swaps_no_lock(ns: Namespace) -> None:
+    got = ns.harness(HARNESS + "locks_when_another_breaker_is_made")
+    swapped = got.get("swapped")
+    if not swapped:
+        return  # the other checks judge a breaker that raises
+    expect(
+        False,
+        _(
+            "a breaker made and used once, then a second breaker made for another "
+            "dependency: the lock the first one takes stays the same object"
+        ),
+        _("a new lock at {where} once the second breaker was made").format(where=swapped),
+        _(
+            "make each breaker's lock in __init__ on self (self._lock = threading.Lock()), "
+            "or one lock on the class made once, in the class body: a lock that __init__ "
+            "puts on the class or in a module variable is replaced each time a breaker is "
+            "made, and a thread still inside an older breaker under the old lock runs "
+            "alongside a thread that takes the new one"
         ),
     )

@@ -5600,6 +5600,84 @@ RIGHT: list[tuple[str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "the pid written with print() (a trailing newline), the holder read with readline()",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.readline().strip() or "unknown"
+                    raise AlreadyRunning(f"{path}: already running as pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                print(os.getpid(), file=fh, flush=True)
+                yield
+    """,
+    ),
+    (
+        "the lock taken on os.path.realpath(path), errno checked, os.fdopen on os.open",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        import errno
+
+
+        @contextmanager
+        def single_instance(path):
+            real = os.path.realpath(path)
+            fh = os.fdopen(os.open(real, os.O_RDWR | os.O_CREAT, 0o644), "r+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        raise
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.truncate(0)
+                fh.seek(0)
+                fh.write(f"{os.getpid()}")
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        # The harness once took only an exception named AlreadyRunning for a refusal: a
+        # subclass of labkit's, which a worker's `except AlreadyRunning` catches, lost
+        # every check that needs a refusal.
+        "a subclass of labkit's AlreadyRunning (class LockBusy(AlreadyRunning)) on refusal",
+        "second_holder_is_refused",
+        """
+        class LockBusy(AlreadyRunning):
+            def __init__(self, path, holder):
+                super().__init__(f"{path} is locked by pid {holder}")
+                self.path, self.holder = path, holder
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise LockBusy(path, fh.read().strip() or "unknown") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 

@@ -3239,6 +3239,62 @@ ZOO: list[tuple[str, str, str, str]] = [
                         self.state, self.opened_at, self.trial_out = "open", now, False
     """,
     ),
+    (
+        "ex07",
+        # A lock on the class made again by each __init__: making a breaker for another
+        # dependency swaps the lock under the threads inside an older one (two trials).
+        "a class-level lock made again in __init__ (Breaker._lock = threading.Lock())",
+        "making_a_breaker_swaps_no_lock",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                del self._lock
+                Breaker._lock = threading.Lock()
+    """,
+    ),
+    (
+        "ex07",
+        # The same with a module variable: `global _LOCK; _LOCK = threading.Lock()`.
+        "a module-level lock made again in __init__ (global _LOCK)",
+        "making_a_breaker_swaps_no_lock",
+        """
+        _LOCK = threading.Lock()
+        _Reference = Breaker
+        class Breaker(_Reference):
+            _lock = property(lambda self: _LOCK, lambda self, value: None)
+
+            def __init__(self, threshold, cooldown_s, clock):
+                global _LOCK
+                super().__init__(threshold, cooldown_s, clock)
+                _LOCK = threading.Lock()
+    """,
+    ),
+    (
+        "ex07",
+        # A cooldown of 62.5 ms kept as 62 ms: the trial goes out half a millisecond early.
+        "the cooldown kept in whole milliseconds (int(cooldown_s * 1000) / 1000)",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, int(cooldown_s * 1000) / 1000, clock)
+    """,
+    ),
+    (
+        "ex07",
+        # round(cooldown_s, 2) "to tidy it": 62.5 ms becomes 60 ms.
+        "the cooldown rounded to the hundredth of a second in __init__ (round(cooldown_s, 2))",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, round(cooldown_s, 2), clock)
+    """,
+    ),
 ]
 
 
@@ -3568,6 +3624,12 @@ SAYS: dict[str, str] = {
     ),
     "a failed trial's new opening time rounded to the millisecond (round(now, 3))": (
         "a trial failed"
+    ),
+    "the cooldown kept in whole milliseconds (int(cooldown_s * 1000) / 1000)": (
+        "(62.5 ms): allow() False a quarter"
+    ),
+    "the cooldown rounded to the hundredth of a second in __init__ (round(cooldown_s, 2))": (
+        "(62.5 ms): allow() False a quarter"
     ),
 }
 
@@ -4599,6 +4661,39 @@ RIGHT: list[tuple[str, str, str]] = [
                 with self._lock:
                     self.failures = 0
                     self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "one lock for every breaker, made once in the class body (not in __init__)",
+        "making_a_breaker_swaps_no_lock",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            _lock = threading.Lock()
+
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                del self._lock
+    """,
+    ),
+    (
+        "the cooldown compared as elapsed time (now - opened_at < cooldown_s)",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() - self.opened_at < self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
     """,
     ),
 ]

@@ -36,6 +36,13 @@ FOREIGN = " (an AlreadyRunning not from labkit.errors)"
 REAL_WRITE = os.write
 
 
+def is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is an AlreadyRunning: labkit's, a subclass of it the notebook wrote
+    (``class LockBusy(AlreadyRunning)``: a worker's ``except AlreadyRunning`` catches it),
+    or a class of that name written again (``FOREIGN``, for the checks to judge)."""
+    return isinstance(exc, AlreadyRunning) or type(exc).__name__ == "AlreadyRunning"
+
+
 def attempt(values: MutableMapping[str, Any], path: str) -> str:
     try:
         with need(values, "single_instance")(path):
@@ -45,7 +52,7 @@ def attempt(values: MutableMapping[str, Any], path: str) -> str:
             raise
         return f"raised NotImplementedError: {exc}"
     except Exception as exc:  # noqa: BLE001 - what the attempt did is the evidence
-        if type(exc).__name__ == "AlreadyRunning":
+        if is_refusal(exc):
             return f"refused{'' if isinstance(exc, AlreadyRunning) else FOREIGN}: {exc}"
         return f"raised {type(exc).__name__}: {str(exc)[:160]}"
 

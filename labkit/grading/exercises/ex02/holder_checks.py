@@ -319,6 +319,7 @@ def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
     "a lock must not hide the job's errors: let every exception raised inside the "
     "with block come out of it as it is (no except around the yield, and no except "
     "OSError that turns the job's own BlockingIOError into AlreadyRunning)",
+    severe=True,
 )
 def error_inside_the_block_comes_out(ns: Namespace) -> None:
     with lock_path(ns) as path:

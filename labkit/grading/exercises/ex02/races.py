@@ -30,6 +30,7 @@ from labkit.grading.exercises.ex02.forking import (
     child,
     ended_within,
     file_text,
+    is_refusal,
     read,
     wait_or_kill,
 )
@@ -73,7 +74,7 @@ def _contender(
                 time.sleep(30)
         except BaseException as exc:  # noqa: BLE001 - told to the parent
             name = type(exc).__name__
-            said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+            said = "refused" if is_refusal(exc) else f"raised {name}: {exc}"
             os.write(write_fd, said.encode()[:400])
 
     return body
@@ -172,7 +173,7 @@ def _holds(
         tell(fd, b"released\n")
     except BaseException as exc:  # noqa: BLE001 - told to the parent
         name = type(exc).__name__
-        said = f"refused: {exc}" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+        said = f"refused: {exc}" if is_refusal(exc) else f"raised {name}: {exc}"
         tell(fd, said.replace("\n", " ")[:300].encode() + b"\n")
 
 

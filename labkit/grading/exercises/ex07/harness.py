@@ -46,7 +46,10 @@ from labkit.grading.exercises.ex07.races import (
     race_at_the_failed_trial,
     result_while_a_call_holds_the_breaker,
 )
-from labkit.grading.exercises.ex07.relocks import locks_through_every_state
+from labkit.grading.exercises.ex07.relocks import (
+    locks_through_every_state,
+    locks_when_another_breaker_is_made,
+)
 from labkit.grading.exercises.ex07.steps import (
     race_at_each_step_of_a_failure,
     race_at_each_step_of_a_failure_and_a_success,
@@ -62,6 +65,7 @@ from labkit.grading.stub import is_stub
 #: The races, for the grading channel (it calls ``exNN.harness`` functions only).
 RACES = (
     locks_through_every_state,
+    locks_when_another_breaker_is_made,
     race_at_a_stale_failure_time,
     race_at_each_step_of_a_failure,
     race_at_each_step_of_a_failure_and_a_success,

@@ -102,3 +102,47 @@ def locks_through_every_state(values: MutableMapping[str, Any]) -> dict[str, Any
         except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
             return {"raised": raised(exc)}
     return {"swapped": None}
+
+
+def _shared_locks(breaker: Any, values: MutableMapping[str, Any]) -> dict[str, Any]:
+    """Each threading.Lock or RLock a breaker can reach: on it (``_locks_on``), on its
+    class or a base the notebook wrote (``Breaker._lock``), or a module-level name of the
+    notebook (``_LOCK``); by where it is."""
+    found = dict(_locks_on(breaker))
+    own = type(breaker).__module__
+    for klass in type(breaker).__mro__:
+        if klass.__module__ != own:
+            continue
+        for name, value in vars(klass).items():
+            if isinstance(value, _LOCK_TYPES):
+                found[f"{klass.__name__}.{name}"] = value
+    for name, value in values.items():
+        if isinstance(value, _LOCK_TYPES):
+            found[name] = value
+    return found
+
+
+def locks_when_another_breaker_is_made(values: MutableMapping[str, Any]) -> dict[str, Any]:
+    """A breaker made (threshold 2, cooldown 30 s) and used once, then a second one made
+    for another dependency (threshold 5, cooldown 60 s): ``{"swapped": where}`` when a lock
+    the first breaker reaches (on itself, its class or the notebook's module) is another
+    object after the second was made, else ``{"swapped": None}``; ``{"raised": ...}`` when
+    the student's code raised (the other checks say what)."""
+    with fresh_state(values):
+        try:
+            make = need(values, "Breaker")
+            first = make(threshold=2, cooldown_s=30.0, clock=FakeClock())
+            first.record_failure()
+            before = _shared_locks(first, values)
+            make(threshold=5, cooldown_s=60.0, clock=FakeClock())
+            after = _shared_locks(first, values)
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            return {"raised": raised(exc)}
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            return {"raised": raised(exc)}
+    for where, lock in before.items():
+        if where in after and after[where] is not lock:
+            return {"swapped": where}
+    return {"swapped": None}
