@@ -139,6 +139,39 @@ def oldest_due_first(ns: Namespace) -> None:
         ).format(first=first, second=second),
         got,
     )
+    # A tie between a retry its last run left marks on (an error, a queue of its own, an
+    # old lease, a late updated_at) and fresh work on the default queue: still the smaller
+    # id first (ORDER BY run_after, last_error IS NOT NULL or queue <> 'default' takes
+    # the other).
+    (first, second), got = _claimed_in_turn(
+        ns,
+        dict(
+            key="report:1:build:v1",
+            kind="report",
+            queue="reports",
+            state="retry_wait",
+            attempt=2,
+            max_attempts=5,
+            run_after=40.0,
+            lease_owner="w9",
+            lease_until=35.0,
+            lease_token="old",
+            last_error="smtp timeout",
+            updated_at=30.0,
+        ),
+        dict(key="mail:2:send:v1", run_after=40.0),
+    )
+    expect(
+        got == [first, second],
+        _(
+            "job {first} (a retry on queue reports, its last run's error still on it) then "
+            "job {second} (fresh work on the default queue), both due at 40: a tie of "
+            "run_after goes to the smaller id, whatever error, queue or old lease a job "
+            "carries"
+        ).format(first=first, second=second),
+        got,
+        _("ORDER BY run_after, id and nothing else: no preference for fresh work or a queue"),
+    )
     # The same tie under an index a DBA adds for the poller: rows then come in the index's
     # order ('pending' before 'retry_wait'), and only ORDER BY run_after, id still gives
     # the smaller id first.
@@ -1318,7 +1351,9 @@ def the_job_due_first_in_a_long_backlog(ns: Namespace) -> None:
 def a_claim_writes_its_columns_and_only_them(ns: Namespace) -> None:
     for seed in scene_seeds():
         rng = _ex03_scene("columns", seed)
-        worker = _EX03_LONG_WORKER + _EX03_UNNORMALIZED
+        # Spaces at both ends too, as a name read from a config file keeps them: SQL's
+        # trim() drops them, and the worker's later guards (lease_owner = :worker) fail.
+        worker = " " + _EX03_LONG_WORKER + _EX03_UNNORMALIZED + " "
         now = float(rng.randrange(1_000, 100_000)) + 0.25
         lease_s = rng.choice((30.0, 90.0, 600.0))
         with lab_file(ns) as (conn, path):

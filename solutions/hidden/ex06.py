@@ -1060,6 +1060,7 @@ QUEUES = ("default", "emails", "Payments-EU", "bulk_low")
     "given), not on a queue of its own choosing ('default'), or the dead jobs of every other "
     "queue stay dead for good; and each goes back to its own queue, not to 'default', "
     "where that queue's workers never see it",
+    severe=True,
 )
 def redrive_takes_every_queue(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -1941,4 +1942,73 @@ def redrive_takes_the_oldest_whatever_else_the_row_says(ns: Namespace) -> None:
             "ORDER BY updated_at, id and nothing before it: a job redriven before, or due "
             "later, is no younger for it"
         ),
+    )
+    _ex06_a_tie_whatever_else_the_rows_say(ns)
+    _ex06_buried_under_a_millisecond_apart(ns)
+
+
+#: Three dead jobs buried together at 40 (queue, dead_reason, max_attempts, run_after,
+#: last_error): the lowest id on another queue, with the reason that sorts last, the
+#: largest budget, the latest run_after and no error stored; ORDER BY updated_at then
+#: any of these before id takes another first.
+_EX06_TIED = (
+    ("reports", "upstream refused: quota exceeded", 9, 900.0, None),
+    ("default", "attempts exhausted (3 of 3)", 3, 5.0, "TimeoutError: smtp"),
+    ("billing", "attempts exhausted (3 of 3)", 3, 1.0, "TimeoutError: smtp"),
+)
+
+
+def _ex06_a_tie_whatever_else_the_rows_say(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = [
+            add_job(
+                conn,
+                f"email:{n}:send:v1",
+                queue=queue,
+                state="dead",
+                attempt=3,
+                max_attempts=budget,
+                run_after=run_after,
+                dead_reason=reason,
+                last_error=error,
+                updated_at=40.0,
+            )
+            for n, (queue, reason, budget, run_after, error) in enumerate(_EX06_TIED)
+        ]
+        got = redrive(ns, path, limit=2, now=NOW)
+    shape = "; ".join(
+        _("{job_id}: queue {queue}, dead_reason {reason}, max_attempts {budget}").format(
+            job_id=job_id, queue=queue, reason=repr(reason), budget=budget
+        )
+        for job_id, (queue, reason, budget, _r, _e) in zip(ids, _EX06_TIED, strict=True)
+    )
+    expect(
+        list(got) == ids[:2],
+        _(
+            "{want} with limit=2, the two lowest ids of three dead jobs buried together at "
+            "40 ({shape}): a tie of updated_at goes to the smaller id, whatever queue, "
+            "reason, budget, run_after or error a job carries"
+        ).format(want=ids[:2], shape=shape),
+        _("returned {ids}").format(ids=list(got)),
+        _("ORDER BY updated_at, id: nothing between the two"),
+    )
+
+
+def _ex06_buried_under_a_millisecond_apart(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        later = add_job(
+            conn, "email:1:send:v1", state="dead", attempt=3, dead_reason="x", updated_at=50.0009
+        )
+        sooner = add_job(
+            conn, "email:2:send:v1", state="dead", attempt=3, dead_reason="x", updated_at=50.0001
+        )
+        got = redrive(ns, path, limit=1, now=NOW)
+    expect(
+        list(got) == [sooner],
+        _(
+            "[{sooner}] with limit=1: job {sooner} was buried at 50.0001, job {later} at "
+            "50.0009, less than a millisecond later but later"
+        ).format(sooner=sooner, later=later),
+        _("returned {ids}").format(ids=list(got)),
+        _("ORDER BY updated_at, id on the column itself: never cut to the millisecond"),
     )

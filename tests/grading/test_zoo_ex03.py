@@ -3693,6 +3693,78 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    # A failed retry waits behind fresh work due at the same instant: not the job due first by id.
+    (
+        "ex03",
+        "ties of run_after go to jobs that never failed (last_error IS NOT NULL, then id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                \"\"\"
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, last_error IS NOT NULL, id LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    # Other queues wait behind the default one at the same instant: not ORDER BY run_after, id.
+    (
+        "ex03",
+        "ties of run_after go to the default queue first (queue <> 'default', then id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                \"\"\"
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, queue <> 'default', id LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    # A name with spaces at its ends is stored without them: the worker's own guards miss its lease.
+    (
+        "ex03",
+        "the worker's name trimmed in SQL (lease_owner = trim(:worker))",
+        "a_claim_writes_its_columns_and_only_them",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                \"\"\"
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = trim(:worker),
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -4098,6 +4170,15 @@ SAYS: dict[str, str] = {
         "whose keys only look alike"
     ),
     "claim returns the sqlite3.Row itself (return row, not dict(row))": ("claim to return a dict"),
+    "ties of run_after go to jobs that never failed (last_error IS NOT NULL, then id)": (
+        "its last run's error still on it"
+    ),
+    "ties of run_after go to the default queue first (queue <> 'default', then id)": (
+        "fresh work on the default queue"
+    ),
+    "the worker's name trimmed in SQL (lease_owner = trim(:worker))": (
+        "the worker's name whole, never cut or normalized"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -4772,6 +4853,88 @@ def claim(conn, worker, now, lease_s):
                 {"worker": worker, "now": now, "lease_s": lease_s},
             ).fetchone()
             return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "the job due first found with min(run_after), then min(id) among them (no ORDER BY)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            ready = ("(state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                     " OR (state = 'running' AND lease_until <= :now)")
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                f" WHERE id = (SELECT min(id) FROM jobs WHERE ({ready})"
+                f"   AND run_after = (SELECT min(run_after) FROM jobs WHERE {ready}))"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "BEGIN IMMEDIATE, a UNION ALL of the ready states, a secrets token, ROLLBACK on any error",
+        "no_double_claim_under_a_race",
+        """
+        import secrets
+
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = conn.execute(
+                    "WITH ready AS (SELECT id, run_after FROM jobs"
+                    " WHERE state IN ('pending', 'retry_wait') AND run_after <= :now"
+                    " UNION ALL SELECT id, run_after FROM jobs"
+                    " WHERE state = 'running' AND lease_until <= :now)"
+                    " SELECT id FROM ready ORDER BY run_after, id LIMIT 1",
+                    {"now": now},
+                ).fetchone()
+                if found is None:
+                    conn.execute("COMMIT")
+                    return None
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                    " lease_owner = :worker, lease_until = :until, lease_token = :token,"
+                    " updated_at = :now"
+                    " WHERE id = :id RETURNING *",
+                    {"worker": worker, "until": now + lease_s, "token": secrets.token_hex(16),
+                     "now": now, "id": found[0]},
+                ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return {k: row[k] for k in row.keys()}
+    """,
+    ),
+    (
+        "ready as a CASE on state in the WHERE, a uuid4 token, the columns named in RETURNING",
+        "respects_run_after_and_state",
+        """
+        import uuid
+
+        _COLUMNS = ("id, key, kind, queue, state, attempt, max_attempts, run_after, lease_owner,"
+                    " lease_until, lease_token, last_error, dead_reason, redrives, updated_at")
+
+        def claim(conn, worker, now, lease_s):
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE CASE state"
+                "   WHEN 'pending' THEN run_after <= :now"
+                "   WHEN 'retry_wait' THEN run_after <= :now"
+                "   WHEN 'running' THEN lease_until <= :now"
+                "   ELSE 0 END"
+                " ORDER BY run_after ASC, id ASC LIMIT 1)"
+                f" RETURNING {_COLUMNS}",
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": uuid.uuid4().hex},
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            return dict(zip([d[0] for d in cur.description], row))
     """,
     ),
 ]

@@ -4790,6 +4790,90 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    # Jobs buried together are taken queue by queue, by name: not the smaller id first.
+    (
+        "ex06",
+        "ties of updated_at broken by queue (ORDER BY updated_at, queue, id)",
+        "redrive_takes_the_oldest_whatever_else_the_row_says",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, queue, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    # Jobs buried together are grouped by why they died: not the smaller id first.
+    (
+        "ex06",
+        "ties of updated_at broken by dead_reason (ORDER BY updated_at, dead_reason, id)",
+        "redrive_takes_the_oldest_whatever_else_the_row_says",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, dead_reason, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    # Jobs buried under a millisecond apart tie, and the younger one with the smaller id goes first.
+    (
+        "ex06",
+        "the oldest first to the millisecond (CAST(updated_at * 1000 AS INTEGER), id)",
+        "redrive_takes_the_oldest_whatever_else_the_row_says",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY CAST(updated_at * 1000 AS INTEGER), id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -5193,6 +5277,15 @@ SAYS: dict[str, str] = {
     ),
     "redrive returns its ids as text, split from a group_concat ('1', not 1)": (
         "as the integers the table holds"
+    ),
+    "ties of updated_at broken by queue (ORDER BY updated_at, queue, id)": (
+        "the two lowest ids of three dead jobs buried together"
+    ),
+    "ties of updated_at broken by dead_reason (ORDER BY updated_at, dead_reason, id)": (
+        "the two lowest ids of three dead jobs buried together"
+    ),
+    "the oldest first to the millisecond (CAST(updated_at * 1000 AS INTEGER), id)": (
+        "less than a millisecond later"
     ),
 }
 
@@ -5703,6 +5796,56 @@ RIGHT: list[tuple[str, str, str]] = [
             conn.execute("COMMIT")
             return ids
         """,
+    ),
+    (
+        "dead_letter answers cursor.rowcount == 1 of an UPDATE without RETURNING",
+        "dead_letter_is_true_only_when_it_buries",
+        """
+        from labkit.redact import describe
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token",
+                {"id": job_id, "token": token, "reason": reason, "now": now,
+                 "error": describe(error)},
+            )
+            return cur.rowcount == 1
+    """,
+    ),
+    (
+        "redrive picks by row_number() OVER (ORDER BY updated_at, id), updates with executemany",
+        "redrive_takes_the_oldest_whatever_else_the_row_says",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError(f"limit must be 1 or more, got {limit!r}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    n_id
+                    for (n_id,) in conn.execute(
+                        "WITH dead AS (SELECT id, row_number() OVER (ORDER BY updated_at, id) AS n"
+                        " FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind))"
+                        " SELECT id FROM dead WHERE n <= :limit ORDER BY n",
+                        {"kind": kind, "limit": limit},
+                    ).fetchall()
+                ]
+                if not dry_run:
+                    conn.executemany(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE id = :id AND state = 'dead'",
+                        [{"now": now, "id": job_id} for job_id in ids],
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return ids
+    """,
     ),
 ]
 
