@@ -5372,6 +5372,74 @@ RIGHT: list[tuple[str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "backoff doubles the ceiling in a loop and stops at the cap (no power, no overflow)",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = base
+            for _ in range(n):
+                if ceiling >= cap:
+                    break
+                ceiling *= 2
+            return rng.uniform(0, min(cap, ceiling))
+    """,
+    ),
+    (
+        "next_delay compares the delay with the time left, deadline - (now - started_at)",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                delay = max(delay, float(retry_after))
+            time_left = deadline - (now - started_at)
+            return None if delay > time_left else delay
+    """,
+    ),
+    (
+        "classify with HTTPStatus members in a frozenset and the 5xx test as status // 100 == 5",
+        "classify_every_status",
+        """
+        from http import HTTPStatus
+        from labkit.errors import PermanentError, TransientError
+
+        _RETRY_AS_IS = frozenset(
+            {
+                HTTPStatus.REQUEST_TIMEOUT,
+                HTTPStatus.TOO_MANY_REQUESTS,
+                HTTPStatus.SERVICE_UNAVAILABLE,
+            }
+        )
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if type(status) is not bool and isinstance(status, int):
+                if status in _RETRY_AS_IS:
+                    return "never_sent"
+                if status // 100 == 5:
+                    return "maybe_done"
+                return "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 

@@ -3937,6 +3937,60 @@ RIGHT: list[tuple[str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "a lost reply tried twice more at once with the same Idempotency-Key, then re-raised",
+        "charge_survives_lost_response",
+        """
+        from labkit.errors import ResponseLost
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for tries_left in (2, 1, 0):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except ResponseLost:
+                    if not tries_left:
+                        raise
+        """,
+    ),
+    (
+        "the ledger mark namespaced by the job's kind (f'{job.kind}:{job.key}'), read and written",
+        "every_post_is_marked_under_the_key_it_looks_up",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.kind}:{job.key}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+        """,
+    ),
+    (
+        "a busy ledger's whole transaction tried three times in the handler, then re-raised",
+        "a_long_outage_fails_the_attempt",
+        """
+        from labkit.errors import StoreBusy
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for tries_left in (2, 1, 0):
+                try:
+                    with ctx.world.ledger.transaction() as tx:
+                        if tx.status(job.key) == "done":
+                            return {"skipped": "already posted"}
+                        reply = tx.post(customer, amount, key=job.key)
+                        tx.mark(job.key, "done")
+                    return reply
+                except StoreBusy:
+                    if not tries_left:
+                        raise
+                    ctx.clock.sleep(0.05)
+        """,
+    ),
 ]
 
 

@@ -3300,6 +3300,12 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a class-level lock made again in __init__ (Breaker._lock = threading.Lock())": (
+        "a second breaker made for another dependency"
+    ),
+    "a module-level lock made again in __init__ (global _LOCK)": (
+        "a second breaker made for another dependency"
+    ),
     "record_success() resets the count outside the lock (a success racing a failure is lost)": (
         "thread A records a failure and thread B a success"
     ),
