@@ -7,7 +7,12 @@ import json
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
-from labkit.grading.exercises.ex01.edges import MANY_ITEMS, MOST_ITEMS, past_every_cut
+from labkit.grading.exercises.ex01.edges import (
+    LONG_PATIENCE,
+    MANY_ITEMS,
+    MOST_ITEMS,
+    past_every_cut,
+)
 from labkit.grading.exercises.ex01.intents import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.lang import _
@@ -898,7 +903,39 @@ def conflict_on_any_field(ns: Namespace) -> None:
                 "payload a repeat"
             ),
         )
+    # Nested deeper than any bound written in the code (a fingerprint that writes what
+    # lies past some depth as '...', "against runaway recursion"): changed at the bottom.
+    depth = past_every_cut(written, DEEP_FLOOR, DEEPEST)
+    run = ns.harness(
+        HARNESS + "accept_calls", [[key, _nested(depth, 500)], [key, _nested(depth, 501)]]
+    )
+    said = run["results"][1]
+    expect(
+        "IdempotencyConflict" in said.get("raised", ()),
+        _(
+            "IdempotencyConflict for the same key with a payload nested {depth} levels deep, "
+            "then the same payload with its innermost amount_cents changed from 500 to 501"
+        ).format(depth=depth + 1),
+        _said(said),
+        _(
+            "fingerprint the whole canonical JSON, however deep: a fingerprint that cuts the "
+            "payload at some depth calls a change below it a repeat"
+        ),
+    )
     _compared_whole(ns, key)
+
+
+#: How deep a nested payload goes: past every number written in the code from 30 to 400
+#: (json.dumps writes 400 levels well within Python's recursion limit).
+DEEP_FLOOR, DEEPEST = 30, 400
+
+
+def _nested(depth: int, amount: int) -> dict[str, Any]:
+    """``{"amount_cents": amount}`` inside ``depth`` dicts, each under the key "child"."""
+    payload: dict[str, Any] = {"amount_cents": amount}
+    for _level in range(depth):
+        payload = {"child": payload}
+    return payload
 
 
 def _compared_whole(ns: Namespace, key: str) -> None:
@@ -1342,6 +1379,7 @@ PRIVATE: dict[str, Any] = {
     "name the key in the IdempotencyConflict message, not the payload: payloads carry card "
     "numbers and addresses, and the message goes to logs many people read (show the "
     "fingerprints if you must show something)",
+    severe=True,
 )
 def conflict_message_keeps_the_payload_out(ns: Namespace) -> None:
     key = "billing:42:charge:v1"
@@ -1571,6 +1609,38 @@ def accept_keeps_each_call_to_itself(ns: Namespace) -> None:
             "the keys being accepted (an in-flight guard) answers, for another store, from "
             "a call that has nothing to do with it. Hold a lock if you must, but never "
             "answer from it"
+        ),
+    )
+
+    # A module lock waited for with a timeout (acquire(timeout=1)), then an answer given
+    # without reading `seen` (False, "a repeat"; True; an error): the other worker's call
+    # waits longer than that while this one holds the lock (a slow store), and its new
+    # operation is skipped or done twice.
+    [row] = ns.harness(
+        HARNESS + "accept_between_two_workers",
+        key,
+        payload,
+        changed,
+        *OTHER_WORKER,
+        ["new"],
+        LONG_PATIENCE,
+    )
+    expect(
+        answered(row["result"], new=True)
+        and answered(row["other"], new=True)
+        and row["other_seen"] == row["other_seen_alone"],
+        _(
+            "True for {key} on an empty `seen`, and True too for {other} (new, on a store of "
+            "its own) sent by another thread that waits {wait:g} s while this call reads "
+            "`seen`, the other key stored there"
+        ).format(key=repr(key), other=repr(OTHER_WORKER[0]), wait=LONG_PATIENCE),
+        _("{said}; the other thread's call {other}, its store then {other_seen}").format(
+            said=_said(row["result"]), other=_said(row["other"]), other_seen=row["other_seen"]
+        ),
+        _(
+            "wait for a lock you take as long as it takes (no timeout), or take none: an "
+            "answer given when the lock stays busy, without reading `seen`, skips a new "
+            "operation or does one twice"
         ),
     )
 

@@ -4720,6 +4720,82 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source.strip('/')}:{entity_id}:{action}:v{version}"
     """,
     ),
+    (
+        # "Against runaway recursion": what lies past some depth hashed as '...', so two
+        # payloads apart only down there share a fingerprint and the second is a repeat.
+        "ex01",
+        "fingerprint of the payload cut at depth 20 (what lies deeper written as '...')",
+        "conflict_on_any_field",
+        """
+        MAX_DEPTH = 20
+
+
+        def _cut(value, depth=0):
+            if depth > MAX_DEPTH:
+                return "..."
+            if isinstance(value, dict):
+                return {k: _cut(v, depth + 1) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_cut(v, depth + 1) for v in value]
+            return value
+
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _cut(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        # "Never hang": a lock busy past a second answers False without reading `seen`,
+        # so another worker's new operation is skipped as a repeat and never done.
+        "ex01",
+        "accept waits 1 s for a module lock, then answers False (a repeat) without `seen`",
+        "accept_keeps_each_call_to_itself",
+        """
+        import threading
+
+        _lock = threading.Lock()
+
+
+        def accept(seen, key, payload):
+            if not _lock.acquire(timeout=1):
+                return False  # busy: take it for a repeat rather than hang
+            try:
+                fp = payload_fingerprint(payload)
+                known = seen.get(key)
+                if known is None:
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r} came back with another payload")
+                return False
+            finally:
+                _lock.release()
+    """,
+    ),
+    (
+        # The other way round: a busy lock answers True, and a repeat is done again.
+        "ex01",
+        "accept waits 2 s for a module lock, then answers True (do the work) without `seen`",
+        "accept_keeps_each_call_to_itself",
+        """
+        import threading
+
+        _lock = threading.RLock()
+        _accept = accept
+
+
+        def accept(seen, key, payload):
+            if not _lock.acquire(timeout=2.0):
+                return True  # better twice than never
+            try:
+                return _accept(seen, key, payload)
+            finally:
+                _lock.release()
+    """,
+    ),
 ]
 
 
@@ -5423,6 +5499,15 @@ SAYS: dict[str, str] = {
     "key with '/' stripped off the ends of the source ('shop/' and 'shop' share a key)": (
         "different keys for ('shop/', 42, 'charge', 1)"
     ),
+    "fingerprint of the payload cut at depth 20 (what lies deeper written as '...')": (
+        "a payload nested 33 levels deep"
+    ),
+    "accept waits 1 s for a module lock, then answers False (a repeat) without `seen`": (
+        "sent by another thread that waits 3 s"
+    ),
+    "accept waits 2 s for a module lock, then answers True (do the work) without `seen`": (
+        "sent by another thread that waits 3 s"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -5646,6 +5731,9 @@ SEVERE = [
     "fingerprint written into one module-level io.StringIO (threads mix their JSON)",
     "fingerprint joined from a module-level list of JSON chunks (threads mix their JSON)",
     "key with '/' stripped off the ends of the source ('shop/' and 'shop' share a key)",
+    "fingerprint of the payload cut at depth 20 (what lies deeper written as '...')",
+    "accept waits 1 s for a module lock, then answers False (a repeat) without `seen`",
+    "accept waits 2 s for a module lock, then answers True (do the work) without `seen`",
 ]
 
 
@@ -6194,6 +6282,21 @@ RIGHT: list[tuple[str, str, str]] = [
             for chunk in encoder.iterencode(payload):
                 digest.update(chunk.encode("utf-8"))
             return digest.hexdigest()
+    """,
+    ),
+    (
+        # Once marked down: copying the scene's payload started its other thread and
+        # tripped on the thread's lock (cannot pickle '_thread.lock').
+        "a fingerprint of a deep copy of the payload (copy.deepcopy, the caller's dict left alone)",
+        "accept_keeps_each_call_to_itself",
+        """
+        import copy
+
+
+        def payload_fingerprint(payload):
+            mine = copy.deepcopy(payload)
+            text = json.dumps(mine, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
 ]

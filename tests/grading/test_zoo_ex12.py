@@ -4007,6 +4007,72 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # The skip the side-by-side scene caught, put off by a timeout: a tick of another
+        # schedule that holds the module lock longer (a long catch-up) skips this one.
+        "ex12",
+        "tick waits 1 s for a module lock, then returns [] (another schedule's tick holds it)",
+        "two_schedules_of_one_process_tick_side_by_side",
+        """
+        import threading
+
+        _ticking = threading.Lock()
+        _tick = tick
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            if not _ticking.acquire(timeout=1):
+                return []  # another tick is under way: the next tick catches up
+            try:
+                return _tick(conn, schedule, period_s, since, now, catch_up)
+            finally:
+                _ticking.release()
+        """,
+    ),
+    (
+        # Loud instead of quiet, the same skip: the tick of the other schedule fails.
+        "ex12",
+        "tick raises TimeoutError after waiting 2 s for a module lock another schedule holds",
+        "two_schedules_of_one_process_tick_side_by_side",
+        """
+        import threading
+
+        _ticking = threading.RLock()
+        _tick = tick
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            if not _ticking.acquire(timeout=2):
+                raise TimeoutError(f"another tick is running; {schedule} skipped")
+            try:
+                return _tick(conn, schedule, period_s, since, now, catch_up)
+            finally:
+                _ticking.release()
+        """,
+    ),
+    (
+        # "Nothing due, nothing to check": a config's typo passes until a slot is due.
+        "ex12",
+        "due_slots returns [] before it checks catch_up when the last slot is at or past now",
+        "due_slots_refuses_bad_arguments",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if last is not None and last >= now:
+                return []  # nothing can be due yet
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
 ]
 
 
@@ -4355,6 +4421,15 @@ SAYS: dict[str, str] = {
     "the job a 'latest' catch-up enqueues dated by the tick (run_after = now)": (
         "a 'latest' tick at 16:00:05"
     ),
+    "tick waits 1 s for a module lock, then returns [] (another schedule's tick holds it)": (
+        "ticks in another thread of the same process"
+    ),
+    "tick raises TimeoutError after waiting 2 s for a module lock another schedule holds": (
+        "ticks in another thread of the same process"
+    ),
+    "due_slots returns [] before it checks catch_up when the last slot is at or past now": (
+        "ValueError for due_slots(60, 100, 0, 100, 'Latest')"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -4478,6 +4553,11 @@ MINOR = [
     "tick returns [] when a module lock is held (a tick of another schedule skips this one)",
     # Every slot once, due at its slot; only the job's bookkeeping date is off.
     "the job a 'latest' catch-up enqueues written with updated_at = its slot",
+    # A slot delayed to the next tick, never lost: the next tick catches up.
+    "tick waits 1 s for a module lock, then returns [] (another schedule's tick holds it)",
+    "tick raises TimeoutError after waiting 2 s for a module lock another schedule holds",
+    # A typo in catch_up found later, when a slot is due: loud then, nothing lost.
+    "due_slots returns [] before it checks catch_up when the last slot is at or past now",
 ]
 
 
@@ -5251,6 +5331,87 @@ RIGHT: list[tuple[str, str, str]] = [
                 ).fetchone()
                 if got is not None:
                     created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Waited for, never skipped: the side-by-side scene holds the other's lock 3 s.
+        "a lock per schedule (a module dict of locks, made under a guard lock) around a tick",
+        "two_schedules_of_one_process_tick_side_by_side",
+        """
+        import threading
+
+        _guard = threading.Lock()
+        _locks: dict[str, threading.Lock] = {}
+        _tick = tick
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            with _guard:
+                lock = _locks.setdefault(schedule, threading.Lock())
+            with lock:  # one tick per schedule in this process; others go on
+                return _tick(conn, schedule, period_s, since, now, catch_up)
+        """,
+    ),
+    (
+        "the newest key by a key range (prefix < key < prefix with ';' for ':'), INSERT OR "
+        "IGNORE told by rowcount, the fire time parsed with calendar.timegm",
+        "another_schedule_with_a_longer_name",
+        """
+        import calendar
+        import time
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT key FROM jobs WHERE key > ? AND key < ? ORDER BY key DESC LIMIT 1",
+                (prefix, prefix[:-1] + ";"),  # ';' sorts right after ':'
+            ).fetchone()
+            last = None
+            if row is not None:
+                fired = time.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = calendar.timegm(fired)
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    (key, schedule, slot, now),
+                )
+                if cursor.rowcount == 1:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # A wait of its own on a locked BEGIN IMMEDIATE, then the error: the scene that runs
+        # the second scheduler inside the first's tick ticks it again once the first is done.
+        "a tick in BEGIN IMMEDIATE that retries a locked BEGIN four times, then re-raises",
+        "a_tick_reports_only_the_keys_it_inserted",
+        """
+        import sqlite3
+        import time
+
+        _tick = tick
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            for attempt in range(5):
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or attempt == 4:
+                        raise
+                    time.sleep(0.1 * (attempt + 1))
+            try:
+                created = _tick(conn, schedule, period_s, since, now, catch_up)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
             return created
         """,
     ),

@@ -328,10 +328,16 @@ class InterruptedStore(dict):  # type: ignore[type-arg]
     thread of its own, waited for ``PATIENCE`` seconds (a lock held across accept keeps
     it waiting: it then runs after the first call)."""
 
-    def __init__(self, data: dict[str, Any], interrupt: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        data: dict[str, Any],
+        interrupt: Callable[[], None],
+        patience: float | None = None,
+    ) -> None:
         super().__init__(data)
         self._interrupt: Callable[[], None] | None = interrupt
         self.thread: Any = None
+        self.patience = PATIENCE if patience is None else patience
 
     def _once(self) -> None:
         import threading
@@ -340,7 +346,7 @@ class InterruptedStore(dict):  # type: ignore[type-arg]
         if run is not None:
             self.thread = threading.Thread(target=run, daemon=True)
             self.thread.start()
-            self.thread.join(PATIENCE)
+            self.thread.join(self.patience)
 
     def get(self, key: Any, default: Any = None) -> Any:
         self._once()
@@ -365,6 +371,9 @@ class InterruptedStore(dict):  # type: ignore[type-arg]
 
 #: How long an interrupted store waits for the other worker's call (then goes on).
 PATIENCE = 0.2
+#: How long it waits in the one scene that outlasts a lock waited for with a timeout
+#: (``acquire(timeout=1)``, then an answer given without reading ``seen``).
+LONG_PATIENCE = 3.0
 
 
 def accept_between_two_workers(
@@ -375,6 +384,7 @@ def accept_between_two_workers(
     other_key: str,
     other_payload: dict[str, Any],
     only: list[str] | None = None,
+    patience: float | None = None,
 ) -> list[dict[str, Any]]:
     """``accept`` for ``key`` (new, a repeat, a conflict with ``changed``), each call
     first alone on a plain dict, then interrupted at its first read of ``seen`` by another
@@ -384,7 +394,8 @@ def accept_between_two_workers(
     and when it interrupted, "other_seen_alone", "other_seen": its store after each}``.
     ``only`` names the calls to make (``["new"]``), all three when None: ``other_key`` may
     be ``key`` itself, sent to another tenant's store (an in-flight guard kept beside the
-    stores answers it from the first call)."""
+    stores answers it from the first call). ``patience``: how long the interrupted call
+    waits for the other (``PATIENCE`` when None)."""
 
     rows = []
     with fresh_state(values):
@@ -409,7 +420,7 @@ def accept_between_two_workers(
             ) -> None:
                 other.update(outcome(accept, other_seen, other_key, dict(other_payload)))
 
-            store = InterruptedStore(before, interrupt)
+            store = InterruptedStore(before, interrupt, patience)
             result = outcome(accept, store, key, dict(sent))
             if store.thread is not None:
                 store.thread.join(5.0)

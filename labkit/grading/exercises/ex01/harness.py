@@ -641,23 +641,42 @@ class _FingerprintedMeanwhile(dict):  # type: ignore[type-arg]
     """A nested dict of a payload that, when the fingerprint reads its items, lets another
     thread fingerprint another payload first (a thread switch in the middle of the JSON):
     ``run()`` in a thread of its own, waited for ``PATIENCE`` seconds (a lock held across
-    the fingerprint keeps it waiting: it then runs after the first call)."""
+    the fingerprint keeps it waiting: it then runs after the first call).
+
+    A copy (``copy.deepcopy(payload)`` first, so the caller's dict is never touched) is
+    one of these too and shares the pending run: the switch comes when the copy's JSON is
+    written, and copying never starts it (nor trips on the thread's lock)."""
 
     def __init__(self, data: dict[str, Any], run: Callable[[], None]) -> None:
         super().__init__(data)
-        self._run: Callable[[], None] | None = run
-        self.thread: Any = None
+        self._shared: dict[str, Any] = {"run": run, "thread": None}
+
+    @property
+    def thread(self) -> Any:
+        return self._shared["thread"]
+
+    def _copied(self, data: dict[str, Any]) -> _FingerprintedMeanwhile:
+        twin = type(self).__new__(type(self))
+        dict.__init__(twin, data)
+        twin._shared = self._shared
+        return twin
+
+    def __copy__(self) -> _FingerprintedMeanwhile:
+        return self._copied(dict.copy(self))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _FingerprintedMeanwhile:
+        return self._copied(copy.deepcopy(dict.copy(self), memo))
 
     def items(self) -> Any:
         import threading
 
         from labkit.grading.exercises.ex01.edges import PATIENCE
 
-        run, self._run = self._run, None
+        run, self._shared["run"] = self._shared["run"], None
         if run is not None:
-            self.thread = threading.Thread(target=run, daemon=True)
-            self.thread.start()
-            self.thread.join(PATIENCE)
+            self._shared["thread"] = threading.Thread(target=run, daemon=True)
+            self._shared["thread"].start()
+            self._shared["thread"].join(PATIENCE)
         return super().items()
 
 

@@ -316,7 +316,11 @@ def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
         [60, None, 0, 100, ""],
         [60, None, 0, 100, "lat"],
     )
-    for call in (*bad, [60, None, 200, 100, "most"], [0, None, 200, 100, "all"]):
+    # Nothing due because the last slot fired (last at or past now, or within a period of
+    # it): a due_slots that returns [] early, before it looks at catch_up, takes a
+    # config's typo until the next slot is due.
+    nothing_due = ([60, 60, 0, 100, "most"], [60, 100, 0, 100, "Latest"], [60, 160, 0, 100, ""])
+    for call in (*bad, [60, None, 200, 100, "most"], [0, None, 200, 100, "all"], *nothing_due):
         got = _one(ns, "due_slots", call)
         expect(
             raised_a(got, "ValueError"),

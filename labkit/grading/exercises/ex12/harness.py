@@ -427,7 +427,7 @@ def tick_another_schedule_meanwhile(
     """Two schedules of one scheduler process, each ticked by a thread of its own: the
     second schedule's whole tick starts, in another thread and on its own connection,
     between the first's reads and its first write (the same module, so a lock the first
-    holds in it is held for the second too). The first waits 0.3 s for it, then goes on;
+    holds in it is held for the second too). The first waits 3 s for it, then goes on;
     a second that waits for a lock the first holds (of the module, or the database's
     after BEGIN IMMEDIATE) goes on when the first is done. The two outcomes, the first
     schedule's then the second's."""
@@ -445,7 +445,11 @@ def tick_another_schedule_meanwhile(
     def other() -> None:
         threads.append(threading.Thread(target=ticked, daemon=True))
         threads[0].start()
-        threads[0].join(0.3)  # a lock the first holds: the second waits for it, not forever
+        # A lock the first holds: the second waits for it, not forever. Held 3 s, longer
+        # than the 0.5 to 2 s a tick that gives up on the lock waits (acquire(timeout=1)
+        # then returns []): its schedule's slots wait for a later tick. A second that
+        # waits on nothing of the first's is done at once, and the first goes on then.
+        threads[0].join(3.0)
 
     with fresh_state(values):
         conn = connect(path)
