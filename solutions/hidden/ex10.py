@@ -222,6 +222,7 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
                 "them the second one's request is refused or answered with the first's job"
             ),
         )
+        _uuid_keys_scoped_too(app, folder / "jobs.db")
         # A long key (200 characters, under Stripe's 255) hashed or cut to fit a column:
         # the owner must stay in what is kept.
         long_key = "shared-" + "k" * 193
@@ -245,6 +246,35 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
             "keep the owner in the job key however you shorten a long Idempotency-Key: "
             "hash the owner and the key together (sha256 of both), never the key alone",
         )
+
+
+def _uuid_keys_scoped_too(app: App, db: Path) -> None:
+    """Alice and bob send one key shaped as a UUID: a job each. A UUID is unique only as
+    far as every client draws it well; one a client library reuses, or a fixed one
+    (the nil UUID in a test setup), reaches two callers, and a key left unscoped because
+    it "looks unique" answers bob with alice's job (or tells him, by a 409, that she
+    used it)."""
+    rng = random.Random(f"ex10 uuid key {scene_seeds()[-1]}")
+    key = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    body = {"month": "2026-12"}
+    hint = _(
+        "scope every Idempotency-Key to its owner, whatever it looks like: a key shaped as "
+        "a UUID is the caller's choice too, and two callers who send the same one must not "
+        "meet each other's job"
+    )
+    a = accepted_id(app.post(body, "alice-token", key=key), _("alice's request"))
+    b = accepted_id(
+        app.post(body, "bob-token", key=key),
+        _("bob's request with the UUID key {key} alice also used").format(key=key),
+        hint,
+    )
+    stored = [j["id"] for j in jobs_for(db, "bob", body)]
+    expect(
+        a != b and stored == [b],
+        _("bob to get a job of his own for the UUID key {key} alice also used").format(key=key),
+        _("alice's job {job_id}; bob's jobs stored: {stored}").format(job_id=a, stored=stored),
+        hint,
+    )
 
 
 #: Callers whose names are one the other's start or end, as ids are ("team1" and

@@ -2517,6 +2517,128 @@ RIGHT += [
 ]
 
 
+RIGHT += [
+    (
+        "the done records fields of one hash, WATCHed whole; r.transaction for both steps",
+        "keys_are_compared_exactly",
+        r'''
+def _next_entry(r, stream, consumer, idle_ms, state):
+    """One entry: mine first, then an idle one, then a new one; None when there is none."""
+    for _s, found in r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1):
+        for entry_id, fields in found:
+            if fields:
+                return entry_id, fields
+    state["cursor"], claimed, _gone = r.xautoclaim(
+        stream, GROUP, consumer, min_idle_time=idle_ms, start_id=state["cursor"], count=1
+    )
+    for entry_id, fields in claimed:
+        if fields:
+            return entry_id, fields
+    for _s, found in r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=50):
+        for entry_id, fields in found:
+            return entry_id, fields
+    return None
+
+
+def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
+    # The done records are fields of one hash, <prefix>:done, WATCHed whole.
+    r = redis.Redis.from_url(url, decode_responses=True)
+    stream, done = f"{prefix}:stream", f"{prefix}:done"
+    state = {"cursor": "0-0"}
+    applied = 0
+    while True:
+        found = _next_entry(r, stream, consumer, idle_ms, state)
+        if found is None:
+            if r.xpending(stream, GROUP)["pending"] == 0:
+                return applied
+            time.sleep(0.05)
+            continue
+        entry_id, fields = found
+        [row] = r.xpending_range(stream, GROUP, entry_id, entry_id, 1) or [{"times_delivered": 1}]
+        if row["times_delivered"] > max_deliveries:
+            r.transaction(
+                lambda p: (p.multi(), p.xadd(f"{prefix}:dead", {
+                    "key": fields["key"], "payload": fields["payload"],
+                    "reason": "too many deliveries"}), p.xack(stream, GROUP, entry_id)))
+            continue
+        try:
+            run_job(json.loads(fields["payload"]), row["times_delivered"])
+        except ConnectionError:
+            continue
+        outcome = {}
+
+        def apply(p):
+            outcome["new"] = not p.hexists(done, fields["key"])
+            p.multi()
+            if outcome["new"]:
+                p.hset(done, fields["key"], entry_id)
+                p.rpush(f"{prefix}:effects", fields["key"])
+            p.xack(stream, GROUP, entry_id)
+
+        r.transaction(apply, done)
+        applied += outcome["new"]
+''',
+    ),
+    (
+        "a set of done keys, SISMEMBER under WATCH; a WATCH conflict retried without running again",
+        "two_copies_of_a_key_at_once_apply_once",
+        r'''
+def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
+    # A set of done keys, SISMEMBER under WATCH; a class-free loop with explicit phases.
+    r = redis.Redis.from_url(url, decode_responses=True)
+    keys = {"stream": f"{prefix}:stream", "dead": f"{prefix}:dead",
+            "effects": f"{prefix}:effects", "done": f"{prefix}:done"}
+    cursor, applied = "0-0", 0
+    while True:
+        batch = []
+        mine = r.xreadgroup(GROUP, consumer, {keys["stream"]: "0-0"}, count=1)
+        batch = [e for e in (mine[0][1] if mine else []) if e[1]]
+        if not batch:
+            reply = r.xautoclaim(keys["stream"], GROUP, consumer, idle_ms, cursor, count=1)
+            cursor = reply[0]
+            batch = [e for e in reply[1] if e[1]]
+        if not batch:
+            new = r.xreadgroup(GROUP, consumer, {keys["stream"]: ">"}, count=1, block=50)
+            batch = new[0][1] if new else []
+        if not batch:
+            if r.xpending(keys["stream"], GROUP)["pending"]:
+                time.sleep(0.05)
+                continue
+            return applied
+        entry_id, fields = batch[0]
+        pending = r.xpending_range(keys["stream"], GROUP, entry_id, entry_id, 1)
+        times = pending[0]["times_delivered"] if pending else 1
+        if times > max_deliveries:
+            with r.pipeline() as p:
+                p.xadd(keys["dead"], {"key": fields["key"], "payload": fields["payload"],
+                                      "reason": f"{times} deliveries"})
+                p.xack(keys["stream"], GROUP, entry_id)
+                p.execute()
+            continue
+        try:
+            run_job(json.loads(fields["payload"]), times)
+        except Exception:
+            continue
+        while True:
+            with r.pipeline() as p:
+                try:
+                    p.watch(keys["done"])
+                    fresh = not p.sismember(keys["done"], fields["key"])
+                    p.multi()
+                    if fresh:
+                        p.sadd(keys["done"], fields["key"])
+                        p.rpush(keys["effects"], fields["key"])
+                    p.xack(keys["stream"], GROUP, entry_id)
+                    p.execute()
+                    applied += int(fresh)
+                    break
+                except redis.WatchError:
+                    continue
+''',
+    ),
+]
+
+
 @pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[r[0] for r in RIGHT])
 def test_a_right_consumer_written_otherwise_keeps_the_points(way, check, source, monkeypatch):
     skip_unless_drawn(way)  # a tenth per run, as the entries: each starts real consumers

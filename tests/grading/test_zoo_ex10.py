@@ -2231,6 +2231,23 @@ ZOO += [
 ]
 
 
+# A key left unscoped because it looks unique the world over.
+ZOO += [
+    (
+        # "A UUID is globally unique": bob sending the UUID alice sent (a client library's
+        # reused one) is answered with her job, his request never runs.
+        "an Idempotency-Key shaped as a UUID used unscoped",
+        "keys_are_scoped_to_the_caller",
+        ACCEPT_OK,
+        KEY_LINE,
+        KEY_LINE
+        + "    if idempotency_key is not None and len(idempotency_key) == 36 "
+        'and idempotency_key.count("-") == 4:\n'
+        '        key = f"report:{idempotency_key}"\n',
+    ),
+]
+
+
 @pytest.mark.parametrize(
     "mistake, failing, passing, old, new", ZOO, ids=[entry[0] for entry in ZOO]
 )
@@ -2983,6 +3000,70 @@ RIGHT += [
         "a relative Location without a leading slash ('reports/7')",
         "every_202_says_where_and_when_to_poll",
         _edited([(LOCATION, LOCATION.replace('f"/reports/', 'f"reports/'))], _ROUTES),
+    ),
+]
+
+
+# A memo in front of the store, the store's own conflict message, a store per request.
+_OPEN_STORE = '    store = JobStore(os.environ.get("EX10_DB", "ex10_jobs.db"))\n'
+RIGHT += [
+    (
+        # The memo holds the body too: another body with the key misses it and meets the
+        # store's IdempotencyConflict; after a restart the store answers the retry.
+        "answered (job key, body) pairs kept in a dict in front of store.enqueue",
+        "a_conflict_is_never_answered_as_accepted",
+        _edited(
+            [
+                (
+                    KEY_LINE,
+                    KEY_LINE
+                    + "    import json\n\n"
+                    + '    memo = globals().setdefault("ANSWERED", {})\n'
+                    + "    seen = (key, json.dumps(body, sort_keys=True))\n"
+                    + "    if key is not None and seen in memo:\n"
+                    + '        return JSONResponse({"job_id": memo[seen]}, status_code=202,\n'
+                    + '                            headers={"Location": f"/reports/{memo[seen]}",\n'
+                    + '                                     "Retry-After": str(RETRY_AFTER_S)})\n',
+                ),
+                (ANSWER, "    if key is not None:\n        memo[seen] = job.id\n" + ANSWER),
+            ],
+            _ROUTES,
+        ),
+    ),
+    (
+        "a conflict answered 409 with the store's own message (it names the job key)",
+        "same_key_other_body_is_refused",
+        _edited(
+            [
+                (
+                    """    except IdempotencyConflict:
+        return JSONResponse(
+            {"detail": f"Idempotency-Key {idempotency_key!r} was already used with another "
+             "body; resend the original body, or use a new key for a new request"},
+            status_code=422,
+        )
+""",
+                    """    except IdempotencyConflict as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+""",
+                )
+            ],
+            _ROUTES,
+        ),
+    ),
+    (
+        "a JobStore opened in each handler, on every request",
+        "requests_sent_together_get_one_job",
+        _edited(
+            [
+                (CALLER, _OPEN_STORE + CALLER),
+                (
+                    "    owner = caller_of(authorization)\n    try:\n",
+                    _OPEN_STORE + "    owner = caller_of(authorization)\n    try:\n",
+                ),
+            ],
+            _ROUTES,
+        ),
     ),
 ]
 
