@@ -124,9 +124,9 @@ def demo():
 # Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here:
-# `the_cap_holds_when_two_processes_claim`, `serial_runs_one_at_a_time_in_order`,
-# `a_waiting_head_blocks_its_queue`, `lease_lasts_the_lease_s_given`, and hidden ones the
-# grader runs.
+# `cap_skips_a_busy_account`, `the_cap_holds_when_two_processes_claim`,
+# `serial_runs_one_at_a_time_in_order`, `a_waiting_head_blocks_its_queue`,
+# `lease_lasts_the_lease_s_given`, and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

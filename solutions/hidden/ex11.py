@@ -2248,3 +2248,44 @@ def an_order_numbered_zero_is_announced(ns: Namespace) -> None:
                 "never test the truth of its order_id"
             ),
         )
+
+
+@CHECKS.add(
+    1,
+    "a relay run that finds nothing pending ends whatever transaction it began: on a "
+    "long-lived relay connection, the order saved after an empty run is published on the "
+    "next run (a BEGIN left open cannot begin again, or keeps reading the old snapshot)",
+)
+def a_relay_run_that_found_nothing_lets_the_next_run_publish(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        broker = path.parent / "broker.db"
+        got = ns.harness(HARNESS + "relay_an_empty_outbox_then_again", str(path), str(broker), NOW)
+        first, second = got["first"], got["second"]
+        log = broker_log(broker)
+        expect(
+            first.get("returned") == []
+            and second.get("returned") == [message_id(5)]
+            and log == [message_id(5)]
+            and got["aside"] is None,
+            _(
+                "relay_once on one connection: [] while the outbox is empty, then "
+                "[{mid!r}] once another process saved order 5"
+            ).format(mid=message_id(5)),
+            _("the empty run {first}, the next run {second}; the broker has {log}{aside}").format(
+                first=did(first),
+                second=did(second),
+                log=log,
+                aside=_("; saving order 5 meanwhile raised {error}").format(error=got["aside"])
+                if got["aside"]
+                else "",
+            ),
+            _(
+                "end every transaction you BEGIN on every path, the one that found nothing "
+                "pending and returns [] early included (or read the pending rows without one)"
+            ),
+        )
+    expect_left_as_given(
+        [first, second],
+        "relay_once",
+        _("end the transaction you BEGIN on every path, an early return [] included"),
+    )

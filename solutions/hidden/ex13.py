@@ -416,6 +416,7 @@ def _many_running_heads_do_not_hide_a_ready_head_in(
     "(or the busy ones) with no LIMIT; a list of full accounts cut to its first 100 or 1000 "
     "rows lets every account past it run more than cap jobs",
     timeout=30.0,
+    severe=True,
 )
 def many_accounts_at_their_cap_all_wait(ns: Namespace) -> None:
     for seed in scene_seeds():
@@ -615,6 +616,21 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
                 "running under a lease that ended (their workers died; one at its last attempt)"
             ).format(job_ids=want),
             got,
+        )
+        # A job taken back from a dead worker counts its attempt, its last one too: one
+        # stuck at max_attempts (min(attempt + 1, max_attempts)) hides the runs it had.
+        attempts = [job(conn, i)["attempt"] for i in (expired, last)]
+        expect(
+            attempts == [2, 4],
+            _(
+                "claim_capped counts the attempt of a job whose worker died: jobs {job_ids} "
+                "taken back at attempts 2 and 4 (they were at 1 and 3, max_attempts 3)"
+            ).format(job_ids=[expired, last]),
+            _("attempts {attempts}").format(attempts=attempts),
+            _(
+                "attempt = attempt + 1 on every claim, past max_attempts too: never clamp "
+                "it; the worker gives up on a job at max_attempts"
+            ),
         )
     with lab_file(ns) as (conn, path):
         add_job(conn, "order:1:a", queue="order:1", state="dead", attempt=3)
@@ -938,6 +954,9 @@ def a_job_claimed_again_counts_its_attempt(ns: Namespace) -> None:
                 lease_until=NOW + 100,
                 lease_token="old",
                 last_error="timeout after 30 s",
+                # Its failed run was written by a worker whose clock runs 7 s ahead: the
+                # claim writes its own now all the same (never max(updated_at, now)).
+                updated_at=NOW + 7,
             )
             got = claim(ns, path, name, "w1", NOW, *extra, lease_s=45.0)
             stored = job(conn, job_id)
@@ -1252,31 +1271,39 @@ def claims_are_the_same_in_every_time_zone(ns: Namespace) -> None:
 #: A worker name as hosts and pools make them: capitals, a quote, a non-ASCII letter, '%'
 #: and '_', and the newline a name read from a file (/etc/hostname) ends with.
 ODD_WORKER = "Celery@d'Ávila-7 (PID 4242) 100%_Busy\n"
+#: A worker named after its pod, its host's full name and its thread: past 100
+#: characters, cut by a VARCHAR(64) habit (worker[:64]) into a name it never had.
+LONG_WORKER = (
+    "celery@orders-worker-7d9f8c6b5-x2k4q.orders-prod.svc.cluster.local "
+    "(PID 31337, ThreadPoolExecutor-0_12)"
+)
 
 
 @CHECKS.add(
     1,
     "lease_owner is the worker's name exactly as given, in both claims: pass it as a "
     ":named parameter, never inside an f-string (a quote in the name breaks the SQL) nor "
-    "trimmed or lowered (the worker no longer finds its own leases)",
+    "trimmed, lowered or cut to a length (the worker no longer finds its own leases)",
 )
 def the_worker_is_stored_by_its_exact_name(ns: Namespace) -> None:
-    for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+    scenes = [(n, e, w) for n, e in (("claim_capped", (2,)), ("claim_serial", ()))
+              for w in (ODD_WORKER, LONG_WORKER)]  # fmt: skip
+    for name, extra, worker in scenes:
         with lab_file(ns) as (conn, path):
             job_id = add_job(conn, "acme:1", queue="acme")
-            got = ns.harness(HARNESS + "claim", str(path), name, ODD_WORKER, NOW, 30.0, *extra)
+            got = ns.harness(HARNESS + "claim", str(path), name, worker, NOW, 30.0, *extra)
             stored = job(conn, job_id)
         expect(
-            "raised" not in got and stored["lease_owner"] == ODD_WORKER,
+            "raised" not in got and stored["lease_owner"] == worker,
             _(
                 "{name}: job {job_id} leased to the worker named {worker}, its name stored as it is"
-            ).format(name=name, job_id=job_id, worker=repr(ODD_WORKER)),
+            ).format(name=name, job_id=job_id, worker=repr(worker)),
             raised_text(got)
             if "raised" in got
             else _("lease_owner={owner}").format(owner=repr(stored["lease_owner"])),
             _(
                 "pass worker as a :named parameter (conn.execute(sql, {...})), never inside "
-                "an f-string, and store it as it is given"
+                "an f-string, and store it as it is given, whole"
             ),
         )
 
@@ -1541,7 +1568,8 @@ def a_lease_holds_to_the_fraction_of_a_second(ns: Namespace) -> None:
     "a job due at x.25 is ready (one due at x.77 is not yet), a lease that ended at x.5 "
     "frees its job and its account, "
     "and a lease until x.77 still holds the account at its cap (int(now), round(now) run "
-    "them a second off)",
+    "them a second off); below the millisecond too: a job due at now itself is taken, "
+    "and updated_at and lease_until are written from now as given (round(now, 3) is not)",
 )
 def due_times_count_to_the_fraction_of_a_second(ns: Namespace) -> None:
     for seed in scene_seeds():
@@ -1590,6 +1618,30 @@ def due_times_count_to_the_fraction_of_a_second(ns: Namespace) -> None:
             _claim_text(got),
             _("compare with now as it is given, fraction and all: never round it"),
         )
+        # A quarter of a millisecond past x.75 (2**-12, exact in binary): now rounded or
+        # cut to the millisecond falls before the job's run_after, and writes another time.
+        fine = now + 2**-12
+        for name, extra in (("claim_capped", (1,)), ("claim_serial", ())):
+            with lab_file(ns) as (conn, path):
+                due = add_job(conn, "bolt:0", queue="bolt", run_after=fine)
+                took = claim(ns, path, name, "w1", fine, *extra)
+                stored = job(conn, due)
+            written = {k: stored[k] for k in ("state", "lease_until", "updated_at")}
+            want = {"state": "running", "lease_until": fine + 30.0, "updated_at": fine}
+            expect(
+                _id(took) == due and written == want,
+                _(
+                    "{name} at now={now!r} takes job {due}, due at now itself, with "
+                    "lease_until {until!r} and updated_at {now!r}"
+                ).format(name=name, now=fine, due=due, until=fine + 30.0),
+                _("it took {claimed}; job {due} holds {written}").format(
+                    claimed=_claim_text(took), due=due, written=written
+                ),
+                _(
+                    "pass now to the SQL as it is given: never round it, not even to the "
+                    "millisecond"
+                ),
+            )
 
 
 @CHECKS.add(
@@ -1900,6 +1952,7 @@ def least_busy_is_a_live_count_at_every_claim(ns: Namespace) -> None:
     "largest now seen so far (a clock kept in a module global, a class, a default "
     "argument or a dict by id(conn)), or a claim at an earlier now takes a job whose "
     "lease has not ended, or one not due yet",
+    severe=True,
 )
 def each_claim_uses_the_now_it_is_given(ns: Namespace) -> None:
     later = NOW + 200.0

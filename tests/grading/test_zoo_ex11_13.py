@@ -8305,11 +8305,129 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
         """,
     ),
+    # A BEGIN ended only on the path that publishes: after an empty run, the long-lived
+    # relay's connection cannot begin again, so nothing saved later is ever published.
+    (
+        "ex11",
+        "the relay BEGINs its read and returns [] early, its transaction left open",
+        "a_relay_run_that_found_nothing_lets_the_next_run_publish",
+        """
+        def relay_once(conn, publish, now):
+            conn.execute("BEGIN")
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            if not pending:
+                return []
+            conn.execute("COMMIT")
+            sent = []
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    # A job taken back from a dead worker at its last attempt stays at max_attempts: its
+    # fourth run is counted as its third.
+    (
+        "ex13",
+        "claim_capped clamps the attempt at max_attempts (min(attempt + 1, max_attempts))",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        CAPPED_SET = CLAIM_SET.replace(
+            "attempt = attempt + 1", "attempt = min(attempt + 1, max_attempts)"
+        )
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CAPPED_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    # updated_at is the claim's now: a row written by a worker whose clock ran ahead keeps
+    # that later time, and the claim's own time is lost.
+    (
+        "ex13",
+        "claim_capped never moves updated_at back (updated_at = max(updated_at, :now))",
+        "a_job_claimed_again_counts_its_attempt",
+        '''
+        CAPPED_SET = CLAIM_SET.replace("updated_at = :now", "updated_at = max(updated_at, :now)")
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CAPPED_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    # now rounded to the millisecond "against float noise": a job due at now itself is
+    # not due yet, and the lease and updated_at are written a fraction off.
+    (
+        "ex13",
+        "both claims pass now rounded to the millisecond (round(now, 3))",
+        "due_times_count_to_the_fraction_of_a_second",
+        """
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(conn, worker, round(now, 3), lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(conn, worker, round(now, 3), lease_s)
+        """,
+    ),
+    # lease_owner cut to 64 characters (a VARCHAR(64) habit): a worker named after its pod
+    # and host never finds its own lease again.
+    (
+        "ex13",
+        "claim_serial stores the worker's name cut to 64 characters (worker[:64])",
+        "the_worker_is_stored_by_its_exact_name",
+        """
+        _reference_serial = claim_serial
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(conn, worker[:64], now, lease_s)
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "claim_capped clamps the attempt at max_attempts (min(attempt + 1, max_attempts))": (
+        "claim_capped counts the attempt of a job whose worker died"
+    ),
+    "both claims pass now rounded to the millisecond (round(now, 3))": "due at now itself",
+    "the relay BEGINs its read and returns [] early, its transaction left open": (
+        "[] while the outbox is empty"
+    ),
     "the relay caches each message body by message id in a module dict (another shop's "
     "body sent)": "each run publishes its own shop's bodies",
     "the relay keeps the now of its first run in a module dict (later runs marked at it)": (
@@ -8908,6 +9026,7 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "claim_capped clamps the attempt at max_attempts (min(attempt + 1, max_attempts))",
     "the relay caches each message body by message id in a module dict (another shop's "
     "body sent)",
     "claim_capped SELECTs, then an UPDATE guarded on the job still ready, never on the cap",
@@ -9503,6 +9622,86 @@ def claim_capped(conn, worker, now, lease_s, cap):
     return None if row is None else dict(row)
 ''',
     ),
+    (
+        "serial heads by a correlated min(id) of the job's own queue, the claimed row read "
+        "back by the id the UPDATE returned",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        '''
+def claim_serial(conn, worker, now, lease_s):
+    took = conn.execute(
+        "UPDATE jobs" + CLAIM_SET + """
+         WHERE id = (
+               SELECT h.id FROM jobs h
+                WHERE h.id = (SELECT min(x.id) FROM jobs x
+                               WHERE x.queue = h.queue
+                                 AND x.state IN ('pending', 'retry_wait', 'running'))
+                  AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                       OR (h.state = 'running' AND h.lease_until <= :now))
+                ORDER BY h.run_after, h.id
+                LIMIT 1)
+        RETURNING id
+        """,
+        {"worker": worker, "now": now, "lease_s": lease_s},
+    ).fetchone()
+    if took is None:
+        return None
+    return dict(conn.execute("SELECT * FROM jobs WHERE id = ?", (took[0],)).fetchone())
+''',
+    ),
+    (
+        "claim_capped counts busy as total(state = 'running' AND lease_until > :now) over "
+        "the account's jobs, an upper-case hex token",
+        "cap_skips_a_busy_account",
+        '''
+def claim_capped(conn, worker, now, lease_s, cap):
+    busy = """(SELECT total(r.state = 'running' AND r.lease_until > :now)
+                  FROM jobs r WHERE r.queue = c.queue)"""
+    row = conn.execute(
+        "UPDATE jobs" + CLAIM_SET.replace("lower(hex(randomblob(16)))", "hex(randomblob(16))")
+        + f"""
+         WHERE id = (
+               SELECT c.id FROM jobs c
+                WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                       OR (c.state = 'running' AND c.lease_until <= :now))
+                  AND {busy} < :cap
+                ORDER BY {busy}, c.run_after, c.id
+                LIMIT 1)
+        RETURNING *
+        """,
+        {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+    ).fetchone()
+    return None if row is None else dict(row)
+''',
+    ),
+    (
+        "serial head as a live job with no older live job in its queue (NOT EXISTS), "
+        "readiness by a CASE on state, ?1/?2/?3 numbered parameters",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        '''
+def claim_serial(conn, worker, now, lease_s):
+    row = conn.execute(
+        """
+        UPDATE jobs
+           SET state = 'running', attempt = attempt + 1, lease_owner = ?1,
+               lease_until = ?2 + ?3, lease_token = lower(hex(randomblob(16))),
+               updated_at = ?2
+         WHERE id = (
+               SELECT h.id FROM jobs h
+                WHERE h.state IN ('pending', 'retry_wait', 'running')
+                  AND NOT EXISTS (SELECT 1 FROM jobs o
+                                   WHERE o.queue = h.queue AND o.id < h.id
+                                     AND o.state IN ('pending', 'retry_wait', 'running'))
+                  AND CASE h.state WHEN 'running' THEN h.lease_until <= ?2
+                                   ELSE h.run_after <= ?2 END
+                ORDER BY h.run_after, h.id
+                LIMIT 1)
+        RETURNING *
+        """,
+        (worker, now, lease_s),
+    ).fetchone()
+    return None if row is None else dict(row)
+''',
+    ),
 ]
 
 
@@ -10062,6 +10261,103 @@ def relay_once(conn, publish, now):
             raise
         sent.append(message_id)
     return sent
+""",
+    ),
+    (
+        "relay_once calls publish with keywords (topic=, message_id=, body=), as its "
+        "docstring names them",
+        "relay_publishes_and_marks",
+        """
+def relay_once(conn, publish, now):
+    sent = []
+    rows = conn.execute(
+        "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+    ).fetchall()
+    for row_id, topic, message_id, body in rows:
+        publish(topic=topic, message_id=message_id, body=body)
+        conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+        sent.append(message_id)
+    return sent
+""",
+    ),
+    (
+        "place_order tells a retry by cursor.rowcount of its INSERT ... DO NOTHING and "
+        "ROLLBACKs at once, returning False",
+        "place_order_twice_is_one_message",
+        """
+import json
+def place_order(conn, order_id, customer, total):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        cur = conn.execute(
+            "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO NOTHING",
+            (order_id, customer, total),
+        )
+        if cur.rowcount == 0:
+            conn.execute("ROLLBACK")
+            return False
+        body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+        conn.execute(
+            "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+            (f"order:{order_id}:placed:v1", body),
+        )
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+""",
+    ),
+    (
+        "consume in a SAVEPOINT, RELEASEd, or rolled back TO it and RELEASEd on an error",
+        "consume_is_one_transaction",
+        """
+import json
+def consume(conn, message_id, body):
+    order = json.loads(body)
+    conn.execute("SAVEPOINT consume")
+    try:
+        fresh = conn.execute(
+            "INSERT INTO processed_messages (message_id) VALUES (?)"
+            " ON CONFLICT DO NOTHING RETURNING 1",
+            (message_id,),
+        ).fetchone()
+        if fresh is not None:
+            conn.execute(
+                "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                (order["order_id"], order["customer"]),
+            )
+        conn.execute("RELEASE consume")
+    except BaseException:
+        conn.execute("ROLLBACK TO consume")
+        conn.execute("RELEASE consume")
+        raise
+    return fresh is not None
+""",
+    ),
+    (
+        "place_order sends BEGIN IMMEDIATE inside `with conn:` (committed on leaving, "
+        "rolled back and re-raised on an error)",
+        "place_order_is_one_transaction",
+        """
+import json
+def place_order(conn, order_id, customer, total):
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        created = conn.execute(
+            "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO NOTHING RETURNING id",
+            (order_id, customer, total),
+        ).fetchone()
+        if created is not None:
+            body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+            conn.execute(
+                "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                (f"order:{order_id}:placed:v1", body),
+            )
+    return created is not None
 """,
     ),
 ]

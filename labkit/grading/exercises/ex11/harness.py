@@ -53,6 +53,9 @@ from labkit.grading.exercises.ex11.one_process import (
     relay_again_in_one_process as relay_again_in_one_process,
 )
 from labkit.grading.exercises.ex11.one_process import (
+    relay_an_empty_outbox_then_again as relay_an_empty_outbox_then_again,
+)
+from labkit.grading.exercises.ex11.one_process import (
     relay_in_each_database as relay_in_each_database,
 )
 from labkit.grading.exercises.killsweep import sweep

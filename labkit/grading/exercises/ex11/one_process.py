@@ -16,8 +16,9 @@ from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.ex11.meanwhile import _commit_aside, save_order
 from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.tracing import Watched, with_what_it_left
 from labkit.patterns.outbox import Broker
 
 
@@ -199,3 +200,37 @@ def consume_many_then_again(
     finally:
         conn.close()
     return {"applied": applied, "other": other, "again": redelivered}
+
+
+def relay_an_empty_outbox_then_again(
+    values: MutableMapping[str, Any], path: str, broker_path: str, now: float
+) -> dict[str, Any]:
+    """``relay_once`` on ONE connection while nothing is pending, then again, ``now + 5``,
+    after another process saved an order (order 5, committed on a connection of its own).
+
+    A run that found nothing to publish and left its transaction open (a ``BEGIN`` ended
+    only on the path that publishes) spoils the long-lived relay's connection: its next
+    run cannot begin, or reads the old snapshot and misses the new order. Returns both
+    runs' outcomes (with ``left``) and ``aside``: the error the other process's commit
+    raised, if any.
+    """
+    broker = Broker(broker_path, FakeClock(now))
+    conn = connect(path)
+    aside = None
+    try:
+        with fresh_state(values):
+            kept = Watched(conn)
+            first = with_what_it_left(
+                outcome(values["relay_once"], kept, broker.publish, now), conn
+            )
+            try:
+                _commit_aside(path, lambda other: save_order(other, [5, "eva", 900]))
+            except sqlite3.Error as exc:
+                aside = f"{type(exc).__name__}: {exc}"
+            second = with_what_it_left(
+                outcome(values["relay_once"], kept, broker.publish, now + 5), conn
+            )
+    finally:
+        conn.close()
+        broker.close()
+    return {"first": first, "second": second, "aside": aside}

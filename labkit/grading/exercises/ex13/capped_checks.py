@@ -178,6 +178,7 @@ def a_worker_claims_again_on_its_own_connection(ns: Namespace) -> None:
     2,
     "skip an account whose live running jobs (state='running' AND lease_until > now) "
     "already number cap; below the cap it may still run one more",
+    severe=True,
 )
 def cap_skips_a_busy_account(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
