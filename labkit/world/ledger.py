@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     from labkit.world.core import World
 
 
+def _shown(value: object) -> str:
+    """``value`` as an error message shows it: its type and a short repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
 class LedgerTx:
     """Ledger operations inside one open transaction (see ``Ledger.transaction``)."""
 
@@ -38,7 +44,23 @@ class LedgerTx:
         )
 
     def post(self, account: str, amount: int, *, key: str) -> dict[str, Any]:
-        """Write one ledger entry (a local effect) for ``key``."""
+        """Write one ledger entry (a local effect) for ``key``.
+
+        ``account``: a non-empty text; ``amount``: a whole number of cents, negative for a
+        debit. Anything else (a payload's missing field passed on as None, a float of
+        reais) raises ``ValueError`` and writes nothing, as a NOT NULL or CHECK
+        constraint of the application's own table would.
+        """
+        if not isinstance(account, str) or not account:
+            raise ValueError(
+                f"a ledger entry needs an account, a non-empty text, not {_shown(account)}: "
+                "pass the job's customer as its payload gives it"
+            )
+        if not isinstance(amount, int) or isinstance(amount, bool):
+            raise ValueError(
+                f"a ledger entry's amount is a whole number of cents, not {_shown(amount)}: "
+                "pass the job's amount as its payload gives it"
+            )
         return record_effect(
             self.conn,
             service="ledger",

@@ -162,6 +162,27 @@ def test_ledger_transaction_is_all_or_nothing(world: World) -> None:
     assert world.ledger.status("k") == "done" and len(world.ledger.find("k")) == 1
 
 
+@pytest.mark.parametrize(
+    ("account", "amount", "says"),
+    [
+        (None, 4400, "needs an account, a non-empty text, not NoneType None"),
+        ("", 4400, "needs an account, a non-empty text, not str ''"),
+        ("cus_44", None, "amount is a whole number of cents, not NoneType None"),
+        ("cus_44", 44.0, "amount is a whole number of cents, not float 44.0"),
+        ("cus_44", True, "amount is a whole number of cents, not bool True"),
+    ],
+)
+def test_a_ledger_entry_without_its_account_or_amount_is_refused(
+    world: World, account: object, amount: object, says: str
+) -> None:
+    # A payload's missing field passed on as None is refused, never booked as a NULL.
+    with pytest.raises(ValueError, match=says), world.ledger.transaction() as tx:
+        tx.mark("k", "started")
+        tx.post(account, amount, key="k")  # type: ignore[arg-type]
+    assert world.ledger.status("k") is None and world.ledger.find("k") == []
+    assert world.ledger.post("cus_44", -1, key="k")["entry_id"].startswith("le_")
+
+
 def test_the_truth_survives_closing_and_reopening(tmp_path: Path) -> None:
     path = tmp_path / "world.db"
     first = World(path, FakeClock())
