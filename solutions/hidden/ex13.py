@@ -9,6 +9,7 @@ worker's take landing between a claim's read and its write."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -54,41 +55,11 @@ def busy_means_running_now(ns: Namespace) -> None:
         for n in range(3):
             add_job(conn, f"acme:r{n}", **live("acme", n))
         ready = add_job(conn, "acme:next", queue="acme")
-        expect(capped(ns, path, "w1", 3) is None, "None with cap=3 (acme runs 3)", _("a job"))
         got = capped(ns, path, "w1", 4)
         expect(
             _id(got) == ready,
             _("job {job_id} with cap=4 (3 running; retry_wait is idle)").format(job_id=ready),
             got,
-        )
-        # cap=0 is a cap like any other (an operator pausing the queues), not "no cap".
-        add_job(conn, "bolt:1", queue="bolt")
-        got = capped(ns, path, "w2", 0)
-        expect(
-            got is None,
-            _("None with cap=0 (bolt runs 0 jobs, and 0 is not under a cap of 0)"),
-            _("job {job_id}").format(job_id=_id(got)),
-            _("compare busy < :cap for every cap, 0 included; never read 0 as no cap"),
-        )
-    # Running jobs of every sort count: one due later by its worker's clock, a retry at
-    # its 4th attempt, a report, one held by the claiming worker itself.
-    with lab_file(ns) as (conn, path):
-        add_job(conn, "acme:ahead", **live("acme", 1, run_after=NOW + 50, updated_at=NOW + 50))
-        add_job(conn, "acme:retry", **live("acme", 2, attempt=4, max_attempts=5))
-        add_job(conn, "acme:report", **live("acme", 3, kind="report", lease_owner="w1"))
-        add_job(conn, "acme:next", queue="acme")
-        got = capped(ns, path, "w1", 3)
-        expect(
-            got is None,
-            _(
-                "None with cap=3: acme runs 3 jobs under live leases (one due at {due:g} by "
-                "its worker's clock, one at its 4th attempt, a report held by w1 itself)"
-            ).format(due=NOW + 50),
-            _("job {job_id}").format(job_id=_id(got)),
-            _(
-                "count every job with state = 'running' AND lease_until > :now of the "
-                "account, whatever its run_after, attempt, kind or lease_owner"
-            ),
         )
     # Leases outlive their runs: a job that succeeded early keeps a lease_until still to
     # come, and so may a job whose run failed (in retry_wait). Neither runs: cora is idle.
@@ -146,11 +117,32 @@ def busy_means_running_now(ns: Namespace) -> None:
                 "lease left on a finished job makes no account busy"
             ),
         )
-    # A big cap, reached: every live job counts, however many (a count that stops at a
-    # LIMIT of 3 or 10 sees both accounts alike, under the cap). The keys do not name
-    # the account: the queue does.
-    # And caps of 1050 to 1200, past every round LIMIT up to 1000 on the count (or a cap
-    # clamped to one): a LIMIT past that runs scaled down to 1000.
+    for cap, got, under, scaled in _big_caps(ns):
+        expect(
+            got == [under, None],
+            _(
+                "claim_capped(..., cap={cap}) twice: job {job_id}, bolt's (it runs {under} "
+                "jobs, acme runs {cap}: at its cap), then None (both at their cap)"
+            ).format(cap=cap, job_id=under, under=cap - 1),
+            _("the claims took {got}").format(got=got),
+            _scaled_hint(scaled)
+            or _(
+                "count every live running job of the account, however many: a count cut "
+                "short by a LIMIT (or a cap clamped to a bound) lets a big account past a "
+                "big cap"
+            ),
+        )
+
+
+def _big_caps(ns: Namespace) -> Iterator[tuple[int, list[Any], int, list[int] | None]]:
+    """Two claims on acme, at a big cap, and bolt, one job under it: per drawn cap, the
+    cap, the ids the claims took, bolt's ready job's id and the LIMITs scaled down.
+
+    A big cap, reached: every live job counts, however many (a count that stops at a
+    LIMIT of 3 or 10 sees both accounts alike, under the cap). The keys do not name the
+    account: the queue does. And caps of 1050 to 1200, past every round LIMIT up to 1000
+    on the count (or a cap clamped to one): a LIMIT past that runs scaled down to 1000.
+    """
     caps: list[tuple[int, str, int, int]] = [
         (seed, label, low, high)
         for seed in scene_seeds()
@@ -172,18 +164,70 @@ def busy_means_running_now(ns: Namespace) -> None:
                 _id(claim(ns, path, "claim_capped", f"w{n}", NOW, cap, scaled=scaled))
                 for n in (1, 2)
             ]
+        yield cap, got, under, scaled
+
+
+@CHECKS.add(
+    1,
+    "no account runs past its cap: every running job under a live lease counts, whatever "
+    "its run_after, updated_at, attempt, kind or holder and however many there are, and "
+    "a cap of 0 is a cap",
+    severe=True,
+)
+def no_account_runs_past_its_cap(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        for n in range(3):
+            add_job(conn, f"acme:r{n}", **live("acme", n))
+        add_job(conn, "acme:next", queue="acme")
+        got = capped(ns, path, "w1", 3)
         expect(
-            got == [under, None],
+            got is None,
+            _("None with cap=3 (acme runs 3)"),
+            _("job {job_id}").format(job_id=_id(got)),
+        )
+        # cap=0 is a cap like any other (an operator pausing the queues), not "no cap".
+        add_job(conn, "bolt:1", queue="bolt")
+        got = capped(ns, path, "w2", 0)
+        expect(
+            got is None,
+            _("None with cap=0 (bolt runs 0 jobs, and 0 is not under a cap of 0)"),
+            _("job {job_id}").format(job_id=_id(got)),
+            _("compare busy < :cap for every cap, 0 included; never read 0 as no cap"),
+        )
+    # Running jobs of every sort count: one due later by its worker's clock, a retry at
+    # its 4th attempt, a report, one held by the claiming worker itself.
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "acme:ahead", **live("acme", 1, run_after=NOW + 50, updated_at=NOW + 50))
+        add_job(conn, "acme:retry", **live("acme", 2, attempt=4, max_attempts=5))
+        add_job(conn, "acme:report", **live("acme", 3, kind="report", lease_owner="w1"))
+        add_job(conn, "acme:next", queue="acme")
+        got = capped(ns, path, "w1", 3)
+        expect(
+            got is None,
             _(
-                "claim_capped(..., cap={cap}) twice: job {job_id}, bolt's (it runs {under} "
-                "jobs, acme runs {cap}: at its cap), then None (both at their cap)"
+                "None with cap=3: acme runs 3 jobs under live leases (one due at {due:g} by "
+                "its worker's clock, one at its 4th attempt, a report held by w1 itself)"
+            ).format(due=NOW + 50),
+            _("job {job_id}").format(job_id=_id(got)),
+            _(
+                "count every job with state = 'running' AND lease_until > :now of the "
+                "account, whatever its run_after, attempt, kind or lease_owner"
+            ),
+        )
+    # However many: acme at a big cap never gets one more, nor bolt past its own.
+    for cap, got, under, scaled in _big_caps(ns):
+        taken = [job_id for job_id in got if job_id is not None]
+        expect(
+            all(job_id == under for job_id in taken) and taken.count(under) <= 1,
+            _(
+                "claim_capped(..., cap={cap}) twice: never acme's job (acme runs {cap} jobs: "
+                "at its cap), and bolt's job {job_id} at most once (it runs {under})"
             ).format(cap=cap, job_id=under, under=cap - 1),
             _("the claims took {got}").format(got=got),
             _scaled_hint(scaled)
             or _(
                 "count every live running job of the account, however many: a count cut "
-                "short by a LIMIT (or a cap clamped to a bound) lets a big account past a "
-                "big cap"
+                "short by a LIMIT lets a big account past a big cap"
             ),
         )
 

@@ -3908,7 +3908,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex13",
         "claim_capped reads cap=0 as no cap at all",
-        "busy_means_running_now",
+        "no_account_runs_past_its_cap",
         '''
         def claim_capped(conn, worker, now, lease_s, cap):
             row = conn.execute(
@@ -6657,7 +6657,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex13",
         "claim_capped counts an account's busy jobs up to a LIMIT of 10 (a big cap never reached)",
-        "busy_means_running_now",
+        "no_account_runs_past_its_cap",
         '''
         def claim_capped(conn, worker, now, lease_s, cap):
             busy = (
@@ -7693,7 +7693,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         # The ready test copied into the count: a job claimed by a worker whose clock runs
         # ahead is due after this worker's now, and its account looks under its cap.
         "claim_capped counts as busy only running jobs already due (r.run_after <= :now)",
-        "busy_means_running_now",
+        "no_account_runs_past_its_cap",
         """
         def claim_capped(conn, worker, now, lease_s, cap):
             row = conn.execute(
@@ -7720,7 +7720,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex13",
         "claim_capped counts as busy only jobs claimed by now (r.updated_at <= :now)",
-        "busy_means_running_now",
+        "no_account_runs_past_its_cap",
         """
         def claim_capped(conn, worker, now, lease_s, cap):
             row = conn.execute(
@@ -8187,7 +8187,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex13",
         "claim_capped counts busy jobs up to a LIMIT of 1000 (a bigger cap never reached)",
-        "busy_means_running_now",
+        "no_account_runs_past_its_cap",
         '''
         def claim_capped(conn, worker, now, lease_s, cap):
             busy = (
@@ -8450,7 +8450,7 @@ SAYS: dict[str, str] = {
         "so the claim takes no job of order:7"
     ),
     "claim_capped counts busy jobs up to a LIMIT of 1000 (a bigger cap never reached)": (
-        "(both at their cap)"
+        "never acme's job"
     ),
     "claim_capped clamps the cap to 1000 (min(cap, 1000)): a bigger cap is never reached": (
         "(both at their cap)"
@@ -8531,7 +8531,7 @@ SAYS: dict[str, str] = {
         "whatever its topic, by outbox id"
     ),
     "claim_capped counts an account's busy jobs up to a LIMIT of 10 (a big cap never reached)": (
-        "(both at their cap)"
+        "never acme's job"
     ),
     "claim_capped takes the account from the key's prefix (before ':'), not from queue": (
         "(both at their cap)"
@@ -9026,6 +9026,11 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "claim_capped reads cap=0 as no cap at all",
+    "claim_capped counts an account's busy jobs up to a LIMIT of 10 (a big cap never reached)",
+    "claim_capped counts as busy only running jobs already due (r.run_after <= :now)",
+    "claim_capped counts as busy only jobs claimed by now (r.updated_at <= :now)",
+    "claim_capped counts busy jobs up to a LIMIT of 1000 (a bigger cap never reached)",
     "claim_capped clamps the attempt at max_attempts (min(attempt + 1, max_attempts))",
     "the relay caches each message body by message id in a module dict (another shop's "
     "body sent)",
