@@ -161,8 +161,9 @@ def try_it(body=None):
 # Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here:
-# `job_is_committed_before_the_202`, `same_key_same_job`, `other_owner_gets_404`, and
-# hidden ones the grader runs.
+# `job_is_committed_before_the_202`, `same_key_same_job`,
+# `same_key_other_body_is_refused`, `other_owner_gets_404`, and hidden ones the grader
+# runs.
 #
 # Each check starts your app in a fresh process, so re-run the `%%writefile` cell after
 # every change. The checks take about ten seconds.

@@ -1967,3 +1967,27 @@ def _a_refused_key_is_free(app: App, db: Path) -> None:
         _("jobs holding it: {job_ids}").format(job_ids=stored),
         hint,
     )
+
+
+@CHECKS.add(
+    1,
+    "the refusal of a reused Idempotency-Key names the key, so the caller knows which "
+    "request to send again with its first body or under a new key",
+)
+def a_conflict_names_the_key_it_refused(ns: Namespace) -> None:
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        accepted_id(app.post({"month": "2026-04"}, key="k-9"), _("the first request"))
+        other = app.post({"month": "2026-05"}, key="k-9")
+        if other.status_code not in (409, 422):
+            return  # same_key_other_body_is_refused's to judge
+        expect(
+            "k-9" in other.text,
+            _("the {status} for the key k-9, reused with another body, to name k-9").format(
+                status=other.status_code
+            ),
+            other.text[:160],
+            _(
+                "put the Idempotency-Key in the refusal's message (the store's "
+                "IdempotencyConflict names the job key that holds it)"
+            ),
+        )

@@ -532,7 +532,7 @@ ZOO: list[tuple[str, str, str, str, str]] = [
     ),
     (
         "the conflict answered with a message that does not name the key",
-        "same_key_other_body_is_refused",
+        "a_conflict_names_the_key_it_refused",
         ACCEPT_OK,
         '            {"detail": f"Idempotency-Key {idempotency_key!r} was already used with '
         'another "\n'
