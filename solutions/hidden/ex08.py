@@ -2374,19 +2374,9 @@ def two_keys_at_once_both_charge(ns: Namespace) -> None:
             _inside_together(run, [run.send(key) for key in keys])
             gate.rollback()
         run.settle()
-        said = {task: runs[-1] for task, runs in run.returned().items()}
-        failed = [r for r in said.values() if r.state != "SUCCESS"]
-        got = [run.charges(key) for key in keys]
-        expect(
-            got == [1, 1],
-            _("1 charge row for each of two keys charged at the same time"),
-            _("{first} and {second} charge rows{failure}").format(
-                first=got[0],
-                second=got[1],
-                failure=_("; a run ended with {reply}").format(reply=_reply_of(failed[0]))
-                if failed
-                else "",
-            ),
+        _both_keys_charged(
+            run,
+            keys,
             _(
                 "a run that fails is acknowledged and its charge is lost: lock only the "
                 "key's own row (the claim's INSERT does), no LOCK TABLE after the claim "
@@ -2394,3 +2384,44 @@ def two_keys_at_once_both_charge(ns: Namespace) -> None:
                 "every key that a busy run reads as 'already charged'"
             ),
         )
+        # Two more keys, each run held back at its table lock by the check's ROW EXCLUSIVE
+        # locks on processed and charges (the lock every INSERT takes, so the reference's
+        # INSERTs never wait for them), then both let go at once: two runs that each took
+        # a lock on a whole table that others may share (LOCK TABLE ... IN SHARE MODE,
+        # on processed before the claim or on charges after it) both hold it, and each
+        # one's INSERT waits for the other's: a deadlock.
+        keys = ["inv-k3", "inv-k4"]
+        with pg(run.config) as held:
+            held.execute("LOCK TABLE processed, charges IN ROW EXCLUSIVE MODE")
+            _inside_together(run, [run.send(key) for key in keys])
+            held.rollback()
+        run.settle()
+        _both_keys_charged(
+            run,
+            keys,
+            _(
+                "a run that fails is acknowledged and its charge is lost: a table lock that "
+                "two runs may hold at once (LOCK TABLE ... IN SHARE MODE, on processed or on "
+                "charges) makes each one's INSERT wait for the other's (a deadlock); lock only "
+                "the key's own row (the claim's INSERT does), or a lock one run holds at a time"
+            ),
+        )
+
+
+def _both_keys_charged(run: Ex08Run, keys: list[str], hint: str) -> None:
+    """One charge row for each of ``keys``, charged at the same time; ``hint`` if not."""
+    said = {task: runs[-1] for task, runs in run.returned().items()}
+    failed = [r for r in said.values() if r.state != "SUCCESS"]
+    got = [run.charges(key) for key in keys]
+    expect(
+        got == [1, 1],
+        _("1 charge row for each of two keys charged at the same time"),
+        _("{first} and {second} charge rows{failure}").format(
+            first=got[0],
+            second=got[1],
+            failure=_("; a run ended with {reply}").format(reply=_reply_of(failed[0]))
+            if failed
+            else "",
+        ),
+        hint,
+    )

@@ -1080,6 +1080,21 @@ TABLE_LOCK_THEN_INSERT = """\
 """
 
 
+#: A right claim told otherwise: the key inserted with ON CONFLICT DO NOTHING (a copy
+#: waits at it while the first holds the key), the duplicate told by a committed charge.
+CLAIM_THEN_LOOK_AT_CHARGES = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
+        if conn.execute("SELECT 1 FROM charges WHERE key = %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+
 ZOO = [
     # (name, how the reference file is changed, the check that must fail, what its
     # feedback must say, a check the mistake does not touch, which must pass)
@@ -1610,6 +1625,37 @@ ZOO = [
             REFERENCE_CLAIM,
             REFERENCE_CLAIM + '        conn.execute("LOCK TABLE processed IN SHARE MODE")\n',
         ),
+        "two_keys_at_once_both_charge",
+        "each of two keys charged at the same time",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Two runs that both took the SHARE lock before either claims: each one's INSERT
+        # waits for the other's lock, a deadlock, and the failed run's charge is lost.
+        "LOCK TABLE processed IN SHARE MODE before the claim",
+        _replace(
+            REFERENCE_BODY_START,
+            REFERENCE_BODY_START + '        conn.execute("LOCK TABLE processed IN SHARE MODE")\n',
+        ),
+        "two_keys_at_once_both_charge",
+        "each of two keys charged at the same time",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # The same deadlock on the other table: both runs share the lock on charges,
+        # then each one's INSERT into charges waits for the other's.
+        "LOCK TABLE charges IN SHARE MODE after the claim",
+        _replace(
+            REFERENCE_CLAIM,
+            REFERENCE_CLAIM + '        conn.execute("LOCK TABLE charges IN SHARE MODE")\n',
+        ),
+        "two_keys_at_once_both_charge",
+        "each of two keys charged at the same time",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "LOCK TABLE processed IN SHARE MODE, then a look and a plain INSERT",
+        _body(TABLE_LOCK_THEN_INSERT.format(mode="SHARE")),
         "two_keys_at_once_both_charge",
         "each of two keys charged at the same time",
         "duplicate_message_charges_once",
@@ -3040,6 +3086,24 @@ RIGHT = [
             REFERENCE_SETTINGS + '    app.conf.task_routes = {"ex08.charge": {"queue": QUEUE}}\n'
         ),
         "charge_may_wait_without_a_time_limit",
+    ),
+    (
+        # A lock on the whole table that one run holds at a time: every key waits its
+        # turn, none deadlocks.
+        "LOCK TABLE processed IN EXCLUSIVE MODE before the reference's claim",
+        _replace(
+            REFERENCE_BODY_START,
+            REFERENCE_BODY_START
+            + '        conn.execute("LOCK TABLE processed IN EXCLUSIVE MODE")\n',
+        ),
+        "two_keys_at_once_both_charge",
+    ),
+    (
+        # The claim's INSERT still holds the key (a copy waits for its COMMIT); the
+        # duplicate is told by the charge row the first copy committed.
+        "ON CONFLICT DO NOTHING without RETURNING, then a look at charges for the key",
+        _body(CLAIM_THEN_LOOK_AT_CHARGES),
+        "a_copy_alongside_the_first_says_already_charged",
     ),
 ]
 

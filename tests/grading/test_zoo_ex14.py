@@ -1911,6 +1911,37 @@ def do_step(world, order, step):
         ),
     ),
     (
+        # Other workers' jobs write checkpoints between a kill and its resume: the job's
+        # own rows are no longer among the newest.
+        "ex14",
+        "the checkpoints read from the newest 200 rows of job_steps, filtered in Python",
+        "a_resume_among_hundreds_of_jobs_skips_its_steps",
+        _edit(
+            RUN_ORDER,
+            (
+                '    done = {r[0] for r in conn.execute("SELECT step FROM job_steps WHERE '
+                'order_id = :id", job)}\n',
+                "    rows = conn.execute(\n"
+                '        "SELECT order_id, step FROM job_steps ORDER BY rowid DESC"\n'
+                "    )\n"
+                '    done = {step for oid, step in rows.fetchmany(200) if oid == order["id"]}\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the job's checkpoints looked up among the newest 100 rows (ORDER BY rowid DESC LIMIT)",
+        "a_resume_among_hundreds_of_jobs_skips_its_steps",
+        _edit(
+            RUN_ORDER,
+            (
+                '"SELECT step FROM job_steps WHERE order_id = :id"',
+                '"SELECT step FROM (SELECT * FROM job_steps ORDER BY rowid DESC LIMIT 100)"\n'
+                '            " WHERE order_id = :id"',
+            ),
+        ),
+    ),
+    (
         "ex14",
         "the sku stripped before it is posted (' mug ' reserved as 'mug')",
         "generated_orders_each_done_once",
@@ -2421,7 +2452,8 @@ def do_step(world, order, step):
             (
                 '    if state == "running":\n',
                 '    if state == "running" and version not in POLICIES:\n'
-                "        conn.execute(\"UPDATE step_jobs SET state = 'failed' WHERE order_id = :id\", job)\n"
+                "        conn.execute(\"UPDATE step_jobs SET state = 'failed'\"\n"
+                "                     \" WHERE order_id = :id\", job)\n"
                 '        return "failed"\n'
                 '    if state == "running":\n',
             ),
@@ -3205,6 +3237,114 @@ def do_step(world, order, step: str) -> dict:
                 'order["amount"], idempotency_key=key)',
                 'order["amount"], idempotency_key=f"order:{order[\'id\']}")',
             ),
+        ),
+    ),
+    (
+        "the job inserted WHERE NOT EXISTS, its row and steps read in one LEFT JOIN with"
+        " group_concat, the decline committed by `with conn:`",
+        "a_failed_run_leaves_the_workers_connection_usable",
+        """
+import json
+from labkit.errors import IdempotencyConflict, PermanentError
+def run_order(conn, world, order, *, policy_version):
+    oid = order["id"]
+    conn.execute(
+        "INSERT INTO step_jobs (order_id, policy_version) SELECT ?, ?"
+        " WHERE NOT EXISTS (SELECT 1 FROM step_jobs WHERE order_id = ?)",
+        (oid, policy_version, oid),
+    )
+    version, state, steps = conn.execute(
+        "SELECT j.policy_version, j.state, group_concat(s.step, ',')"
+        " FROM step_jobs AS j LEFT JOIN job_steps AS s ON s.order_id = j.order_id"
+        " WHERE j.order_id = ? GROUP BY j.order_id",
+        (oid,),
+    ).fetchone()
+    done = set(steps.split(",")) if steps else set()
+    def save(step, result):
+        conn.execute("INSERT INTO job_steps VALUES (?, ?, ?)", (oid, step, result))
+    if state == "done":
+        return "done"
+    if state == "running":
+        for step in (s for s in POLICIES[version] if s not in done):
+            try:
+                reply = do_step(world, order, step)
+            except IdempotencyConflict:
+                raise
+            except PermanentError:
+                if step != "charge":
+                    raise
+                conn.execute("BEGIN IMMEDIATE")
+                with conn:
+                    save("charge", "declined")
+                    conn.execute(
+                        "UPDATE step_jobs SET state = ? WHERE order_id = ?", ("failed", oid)
+                    )
+                state = "failed"
+                break
+            save(step, json.dumps(reply))
+        else:
+            conn.execute("UPDATE step_jobs SET state = ? WHERE order_id = ?", ("done", oid))
+            return "done"
+    if "release" not in done:
+        save("release", json.dumps(do_step(world, order, "release")))
+    return "failed"
+""",
+    ),
+    (
+        "do_step through a dict of lambdas, each key '%s/%d' of the step and the order id",
+        "each_effect_has_a_key_from_the_order",
+        """
+def _ledger(world, order, key, delta):
+    with world.ledger.transaction() as tx:
+        if tx.status(key) == "done":
+            return {"skipped": key}
+        posted = tx.post(order["sku"], delta, key=key)
+        tx.mark(key, "done")
+    return posted
+def _mail(world, order, key, subject):
+    return world.mail.send(order["email"], subject, idempotency_key=key)
+STEP_ACTIONS = {
+    "reserve": lambda w, o, k: _ledger(w, o, k, -1),
+    "release": lambda w, o, k: _ledger(w, o, k, +1),
+    "charge": lambda w, o, k: w.payments.charge(o["customer"], o["amount"], idempotency_key=k),
+    "receipt": lambda w, o, k: _mail(w, o, k, "Receipt for order %d" % o["id"]),
+    "email": lambda w, o, k: _mail(w, o, k, "Order %d is on its way" % o["id"]),
+}
+def do_step(world, order, step):
+    return STEP_ACTIONS[step](world, order, "ex14/%s/%d" % (step, order["id"]))
+""",
+    ),
+    (
+        # Each checkpoint committed by itself all the same: a Ctrl-C there leaves nothing
+        # open (the wrapper rolls back), and the decline's transaction is not affected.
+        "each checkpoint in a BEGIN IMMEDIATE ... COMMIT of its own (unless one is open)",
+        "a_failed_run_leaves_the_workers_connection_usable",
+        _edit(
+            RUN_ORDER,
+            (
+                """        conn.execute(
+            "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+            {"id": order["id"], "step": step, "result": result},
+        )""",
+                """        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+            {"id": order["id"], "step": step, "result": result},
+        )
+        if own:
+            conn.execute("COMMIT")""",
+            ),
+        ),
+    ),
+    (
+        # The whole id in hex: as unique as in decimal, however short the key.
+        "each key the order id in hex, then the step, f'{id:x}-{step}'",
+        "keys_are_no_short_digest_of_the_order",
+        _edit(
+            DO_STEP,
+            ("key = f\"order:{order['id']}:{step}:v1\"", "key = f\"{order['id']:x}-{step}\""),
         ),
     ),
 ]

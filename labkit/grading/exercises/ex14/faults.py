@@ -147,7 +147,8 @@ class InterruptedInATransaction(Watched):
     connection: one the student's code began, with BEGIN or a mode set on it."""
 
     #: False once the job it was meant for is over: the worker's later jobs on the same
-    #: connection object run uninterrupted.
+    #: connection object run uninterrupted. ``ArmedAtTheCharge`` keeps it False until the
+    #: job's charge is called.
     armed = True
 
     def execute(self, sql: str, params: Any = ()) -> Any:
@@ -156,6 +157,23 @@ class InterruptedInATransaction(Watched):
             self.crashed = True
             raise KeyboardInterrupt("Ctrl-C right after a write in the job's own transaction")
         return got
+
+
+class ArmedAtTheCharge(Moments):
+    """Moments that arm ``interrupted`` (an ``InterruptedInATransaction``) when the job
+    calls the payment API: the Ctrl-C comes in the transaction the declined charge
+    opens, not in one the job may open around an earlier step's checkpoint (which would
+    leave the decline the check scripted to the worker's next job)."""
+
+    def __init__(self, interrupted: InterruptedInATransaction) -> None:
+        super().__init__()
+        self.interrupted = interrupted
+        interrupted.armed = False
+
+    def before(self, what: str) -> None:
+        super().before(what)
+        if what == "payments.charge" and not self.interrupted.crashed:
+            self.interrupted.armed = True
 
 
 class Down(Moments):

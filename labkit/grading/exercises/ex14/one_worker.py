@@ -13,6 +13,7 @@ from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.ex14.faults import (
+    ArmedAtTheCharge,
     ChargeTakenByACopy,
     Down,
     InterruptedInATransaction,
@@ -34,7 +35,8 @@ def run_on_one_worker(
     - ``"release_down"``: its charge declined, and the ledger down (a ``TransientError``,
       503) when its stock is released, the second ledger transaction;
     - ``"interrupted"``: a Ctrl-C right after the first write it sends inside a
-      transaction (``InterruptedInATransaction``);
+      transaction once its charge was called (``InterruptedInATransaction``,
+      ``ArmedAtTheCharge``): the declined charge's;
     - ``"redelivered"``: every order already run to its end (the first one declined, its
       stock released), each on a connection of its own, before the worker gets them all
       again: a redelivery of a failed job, then of a done one.
@@ -49,7 +51,9 @@ def run_on_one_worker(
     conn, world = connect(path), open_world(Path(folder) / "world.db")
     kept = InterruptedInATransaction(conn) if fault == "interrupted" else Watched(conn)
     moments: Moments = Moments()
-    if fault == "taken":
+    if isinstance(kept, InterruptedInATransaction):
+        moments = ArmedAtTheCharge(kept)
+    elif fault == "taken":
         moments = ChargeTakenByACopy(path, orders[0]["id"])
     elif fault == "release_down":
         moments = LedgerDown(2)
