@@ -1274,6 +1274,37 @@ def one_trial_whatever_step_the_other_asks_at(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "a trial that fails at once opens the breaker again for a full cooldown even for a "
+    "thread already inside allow(): read the clock, half-open and take the trial in one "
+    "'with self._lock:', not the clock under one lock and the trial under a second",
+)
+def a_trial_failed_meanwhile_frees_no_second_trial(ns: Namespace) -> None:
+    for run in ns.harness(HARNESS + "race_at_each_step_of_a_trial_that_fails", threshold=3):
+        if any(isinstance(run.get(t), dict) for t in ("A", "B", "then")):
+            return  # allow() or record_failure() raised: the checks above say so
+        answers = [run["A"], run.get("B")]
+        expect(
+            run["B_done"] and answers.count(True) == 1 and run.get("then") is False,
+            _(
+                "30 s after the breaker opened (cooldown_s=30), thread A asks allow() and "
+                "thread B asks right after step {n} of A's call ({step}), B recording its "
+                "call's failure at once when let out (the clock does not move): True for "
+                "one of them (the one trial), False for the other, then False for a third "
+                "caller (open again for a fresh cooldown)"
+            ).format(n=run["after"], step=run["step"]),
+            _("{both}, then {then}").format(both=_both_answers(run), then=repr(run.get("then"))),
+            _(
+                "a caller that found the cooldown over under one 'with self._lock:' and "
+                "half-opens the breaker or takes the trial under a second one acts on what "
+                "it read before another thread's trial failed and opened the breaker again: "
+                "it sends a second trial in the fresh cooldown. Decide and take the trial "
+                "in one locked step"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
     "reading state (a dashboard, a log line, another thread) frees no second trial: a state "
     "property that half-opens the breaker once the cooldown is over does it under the same "
     "lock as allow(), or a read racing allow() writes over the trial just taken",

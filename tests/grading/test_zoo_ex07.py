@@ -3295,11 +3295,42 @@ ZOO: list[tuple[str, str, str, str]] = [
                 super().__init__(threshold, round(cooldown_s, 2), clock)
     """,
     ),
+    (
+        "ex07",
+        # The clock read under one lock, the trial taken under a second: another thread's
+        # trial that fails in between opens the breaker again, and this caller half-opens
+        # it anyway and sends a second trial in the fresh cooldown.
+        "allow() finds the cooldown over under one lock and takes the trial under a second",
+        "a_trial_failed_meanwhile_frees_no_second_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    ready = self.state == "half_open" or (
+                        self.clock.now() >= self.opened_at + self.cooldown_s
+                    )
+                if not ready:
+                    return False
+                with self._lock:
+                    if self.state == "open":
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "allow() finds the cooldown over under one lock and takes the trial under a second": (
+        "B recording its call's failure at once"
+    ),
     "a class-level lock made again in __init__ (Breaker._lock = threading.Lock())": (
         "a second breaker made for another dependency"
     ),
@@ -4700,6 +4731,165 @@ RIGHT: list[tuple[str, str, str]] = [
                         return False
                     self.trial_out = True
                     return True
+    """,
+    ),
+    (
+        "the trial a threading.Semaphore(1) made at half-opening, taken under the lock",
+        "a_late_result_frees_no_second_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self._token = threading.Semaphore(0)
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state = "half_open"
+                        self._token = threading.Semaphore(1)
+                    return self._token.acquire(blocking=False)
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state = "closed"
+    """,
+    ),
+    (
+        "allow() as one boolean expression under the lock (let = closed or free half open)",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+
+            def allow(self):
+                with self._lock:
+                    now = self.clock.now()
+                    if self.state == "open" and now - self.opened_at >= self.cooldown_s:
+                        self.state, self.trial_out = "half_open", False
+                    free = self.state == "half_open" and not self.trial_out
+                    let = self.state == "closed" or free
+                    if let and self.state == "half_open":
+                        self.trial_out = True
+                    return let
+    """,
+    ),
+    (
+        "a match statement over the state, the cooldown's end kept, the trial as an object",
+        "cooldown_is_the_one_given",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self._fails, self._until, self._trial = "closed", 0, None, None
+                self._guard = threading.Lock()
+
+            def allow(self):
+                with self._guard:
+                    match self.state:
+                        case "closed":
+                            return True
+                        case "open" if self.clock.now() >= self._until:
+                            self.state, self._trial = "half_open", object()
+                            return True
+                        case _:
+                            return False
+
+            def record_failure(self):
+                with self._guard:
+                    self._fails += 1
+                    match self.state:
+                        case "half_open":
+                            self._open()
+                        case "closed" if self._fails >= self.threshold:
+                            self._open()
+                        case "open":
+                            self._open()
+
+            def _open(self):
+                self.state, self._trial = "open", None
+                self._until = self.clock.now() + self.cooldown_s
+
+            def record_success(self):
+                with self._guard:
+                    self._fails, self.state, self._trial = 0, "closed", None
+    """,
+    ),
+    (
+        "allow() in two locked blocks, the second deciding again from what it reads",
+        "a_trial_failed_meanwhile_frees_no_second_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    over = self.clock.now() >= self.opened_at + self.cooldown_s
+                    maybe = self.state == "open" and over
+                if not maybe:
+                    with self._lock:
+                        if self.state == "closed":
+                            return True
+                        if self.state == "half_open" and not self.trial_out:
+                            self.trial_out = True
+                            return True
+                        return False
+                return _Reference.allow(self)
+    """,
+    ),
+    (
+        "the state as one tuple replaced under the lock, state a read-only property",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self._s = ("closed", 0, 0.0, False)  # state, failures, opened_at, trial out
+                self._lock = threading.Lock()
+
+            @property
+            def state(self):
+                return self._s[0]
+
+            def allow(self):
+                with self._lock:
+                    state, fails, opened, trial = self._s
+                    if state == "closed":
+                        return True
+                    if state == "open" and self.clock.now() - opened >= self.cooldown_s:
+                        state, trial = "half_open", False
+                    if state == "half_open" and not trial:
+                        self._s = (state, fails, opened, True)
+                        return True
+                    self._s = (state, fails, opened, trial)
+                    return False
+
+            def record_failure(self):
+                with self._lock:
+                    state, fails, opened, trial = self._s
+                    fails += 1
+                    if state == "half_open" or fails >= self.threshold:
+                        self._s = ("open", fails, self.clock.now(), False)
+                    else:
+                        self._s = (state, fails, opened, trial)
+
+            def record_success(self):
+                with self._lock:
+                    self._s = ("closed", 0, self._s[2], False)
     """,
     ),
 ]

@@ -114,6 +114,24 @@ def race_at_each_step_of_the_trial(
     return _sweep(values, _allow, _allow, fresh)
 
 
+def race_at_each_step_of_a_trial_that_fails(
+    values: MutableMapping[str, Any], threshold: int = 3, cooldown_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """``race_at_each_step_of_the_trial`` with B's trial failing at once: when B is let
+    out, it records a failure (the dependency still down, the call refused at once)
+    before returning. ``[{"after": n, "A": ..., "B": ..., "B_done": ..., "then": a
+    third caller's allow()}]``: True for one of A and B whatever n is, and False for the
+    third (open again, a fresh cooldown). An allow() that reads the clock under one
+    ``with self._lock:`` and half-opens or takes the trial under a second one lets B's
+    whole trial run between the two: A half-opens the breaker B's failure just opened
+    again and sends a second trial in the fresh cooldown."""
+
+    def fresh() -> Any:
+        return _opened_and_cooled(values, FakeClock(), threshold, cooldown_s)[0]
+
+    return _sweep(values, _allow, _allow_and_fail, fresh, _allow)
+
+
 def race_at_each_step_of_the_failed_trial(
     values: MutableMapping[str, Any], threshold: int = 3, cooldown_s: float = 30.0
 ) -> list[dict[str, Any]]:
@@ -215,6 +233,14 @@ def _succeed(breaker: Any) -> None:
 
 def _allow(breaker: Any) -> Any:
     return breaker.allow()
+
+
+def _allow_and_fail(breaker: Any) -> Any:
+    """A caller's call to a dependency still down: allow(), and the failure when let out."""
+    let_out = breaker.allow()
+    if let_out is True:
+        breaker.record_failure()
+    return let_out
 
 
 def _sweep(
