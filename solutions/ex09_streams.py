@@ -184,8 +184,8 @@ def try_it(url="redis://127.0.0.1:6379/0"):
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here: `applies_each_entry_once`,
 # `recovers_its_own_pending_after_a_kill`, `takes_over_a_dead_consumers_entries`,
-# `leaves_a_live_consumers_entry_alone`, `survives_a_kill_after_every_command`, and
-# hidden ones the grader runs.
+# `leaves_a_live_consumers_entry_alone`, `dead_letters_a_crashing_entry_after_max_deliveries`,
+# `survives_a_kill_after_every_command`, and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

@@ -10,8 +10,9 @@ consumer looks again, a backlog of hundreds of entries (no done record ever remo
 keys that differ only in case, in a trailing space, in accents or in characters a pattern
 would read, a key sent again after its entry was dead-lettered, a poison entry that
 reaches each new consumer by XAUTOCLAIM (dead-lettered in a MULTI there too), entries
-claimed one at a time and applied in a MULTI, and a dead consumer's entry behind busy
-ones claimed while new entries keep coming."""
+claimed one at a time and applied in a MULTI, a dead consumer's entry behind busy
+ones claimed while new entries keep coming, and a poison entry dead-lettered after exactly
+max_deliveries runs with a reason."""
 
 from __future__ import annotations
 
@@ -442,7 +443,7 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
             pipe.xadd(s.stream, {"key": key, "payload": json.dumps({"cents": 100})})
         pipe.xadd(s.stream, {"key": "broken", "payload": json.dumps({"cents": 100, "flaky": 99})})
         pipe.execute()
-        # How many runs exactly is dead_letters_a_crashing_entry_after_max_deliveries's
+        # How many runs exactly is dead_letters_after_exactly_max_deliveries_with_a_reason's
         # business (a cap off by one is not severe): here, whether the cap stops it at all.
         crashes, clock = 0, SystemClock()
         while crashes <= 5:
@@ -492,6 +493,42 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
         s.finish(s.start("b", idle_ms=600_000), _("a restart of 'b'"))
         s.finish(proc, _("'a' once the poison was dead-lettered"), late_ok=True)
         expect_once_each(s, ["held", *newer], _("apply the healthy entry once"))
+
+
+@CHECKS.add(
+    1,
+    "a poison entry (max_deliveries 1) runs exactly max_deliveries times, then its dead "
+    "letter in <prefix>:dead says why in a non-empty field 'reason'",
+    60,
+)
+def dead_letters_after_exactly_max_deliveries_with_a_reason(ns: Namespace) -> None:
+    # Not severe: one crash more than max_deliveries (an off-by-one of the count) or a
+    # dead letter with no reason loses nothing. Whether the cap stops the poison at all,
+    # and keeps its payload, is dead_letters_a_crashing_entry_after_max_deliveries's
+    # (severe). max_deliveries 1: the fewest consumer starts (a crash, then the dead letter).
+    with stream(ns) as s:
+        s.add("poison", cents=100, crash=True)
+        crashes = 0
+        for _n in range(4):
+            if s.finish(s.start("a", max_deliveries=1), _("the poison entry")) == 0:
+                break
+            crashes += 1
+        expect(
+            crashes == 1,
+            _("exactly 1 delivery of the poison entry (max_deliveries 1: 1 crash), then its "
+              "dead letter"),
+            _("{count} crashes").format(count=crashes),
+            _("dead-letter an entry once XPENDING shows it delivered more than max_deliveries "
+              "times (deliveries > max_deliveries): it ran max_deliveries times already"),
+        )  # fmt: skip
+        dead = s.dead()
+        expect(
+            [d.get("key") for d in dead] == ["poison"] and bool(dead[0].get("reason")),
+            _("one dead letter with key 'poison' and a non-empty field 'reason'"),
+            dead,
+            _("XADD <prefix>:dead with the fields key, payload and reason (a text that says "
+              "why, e.g. how many deliveries): whoever reads the dead letters needs it"),
+        )  # fmt: skip
 
 
 #: Dead letters already in <prefix>:dead when the backlog check starts: past the round

@@ -125,7 +125,7 @@ def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None: 
         "two_deliveries_at_once_charge_once (hidden, severe) | 2/2",
         "two_workers_at_once_charge_once (hidden, severe) | 2/2",
         "charges_after_its_database_session_ended (hidden, severe) | 2/2",
-        "replies_charged_or_already_charged (hidden) | 1/1",
+        "replies_charged_or_already_charged (hidden, severe) | 1/1",
     ):
         assert check in text, text
 

@@ -1254,15 +1254,15 @@ ZOO = [
     (
         "no ON CONFLICT: a duplicate fails with UniqueViolation",
         _body(PLAIN_INSERT),
-        "replies_charged_or_already_charged",
-        "its duplicate 'already charged'",
+        "a_copy_alongside_the_first_says_already_charged",
+        "'already charged'",
         "duplicate_message_charges_once",
     ),
     (
         "always returns 'charged'",
         _replace('            return "already charged"\n', '            return "charged"\n'),
-        "replies_charged_or_already_charged",
-        "its duplicate 'already charged'",
+        "a_copy_alongside_the_first_says_already_charged",
+        "'already charged'",
         "worker_killed_after_the_commit",
     ),
     (
@@ -1424,7 +1424,7 @@ ZOO = [
             REFERENCE_CLAIM_ARGS,
             REFERENCE_CLAIM_ARGS.replace("(key,)", '("charge:" + key,)'),
         ),
-        "replies_charged_or_already_charged",
+        "a_copy_alongside_the_first_says_already_charged",
         "recorded in processed as it came",
         "dedup_commits_with_the_charge",
     ),
@@ -1439,7 +1439,7 @@ ZOO = [
                 ),
             ),
         ),
-        "replies_charged_or_already_charged",
+        "a_copy_alongside_the_first_says_already_charged",
         "recorded in processed as it came",
         "dedup_commits_with_the_charge",
     ),
@@ -1457,14 +1457,14 @@ ZOO = [
         # The same: one charge per key, only not recorded where the docstring says.
         "a unique index on charges instead of a record in processed",
         _both(_replace("@app.task(", UNIQUE_CHARGES_INDEX), _body(UNIQUE_CHARGES_BODY)),
-        "replies_charged_or_already_charged",
+        "a_copy_alongside_the_first_says_already_charged",
         "recorded in processed as it came",
         "dedup_commits_with_the_charge",
     ),
     (
         "a per-key advisory lock and a look at charges instead of a record in processed",
         _body(LOCK_AND_LOOK_AT_CHARGES),
-        "replies_charged_or_already_charged",
+        "a_copy_alongside_the_first_says_already_charged",
         "recorded in processed as it came",
         "dedup_commits_with_the_charge",
     ),
@@ -1495,8 +1495,8 @@ ZOO = [
             '            return "already charged"\n',
             "            from celery.exceptions import Ignore\n\n            raise Ignore()\n",
         ),
-        "replies_charged_or_already_charged",
-        "its duplicate 'already charged'",
+        "a_copy_alongside_the_first_says_already_charged",
+        "'already charged'",
         "duplicate_message_charges_once",
     ),
     (
@@ -2615,7 +2615,7 @@ ZOO = [
                 "(key,)", "(key.encode('unicode_escape').decode('ascii'),)"
             ),
         ),
-        "replies_charged_or_already_charged",
+        "a_copy_alongside_the_first_says_already_charged",
         "'inv-r-ção' recorded in processed as it came",
         "dedup_commits_with_the_charge",
     ),
@@ -3111,7 +3111,7 @@ RIGHT = [
 #: secret), which a search for the worker's start or pid must not take for a salt of the
 #: worker's: the severe check keeps its points. They are not right solutions: the
 #: contract asks for the key itself in ``processed``, and
-#: ``replies_charged_or_already_charged`` takes its point (``bench/zoo.py --right``
+#: ``a_copy_alongside_the_first_says_already_charged`` takes its point (``bench/zoo.py --right``
 #: grades ``RIGHT`` only).
 UNSALTED = [
     (

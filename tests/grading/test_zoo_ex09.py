@@ -431,7 +431,7 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     ),
     (
         "the dead letter's reason under the field 'error'",
-        "dead_letters_a_crashing_entry_after_max_deliveries",
+        "dead_letters_after_exactly_max_deliveries_with_a_reason",
         [('"reason": f"delivered', '"error": f"delivered')],
     ),
     (
@@ -489,7 +489,7 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     ),
     (
         "the dead letter's reason left empty",
-        "dead_letters_a_crashing_entry_after_max_deliveries",
+        "dead_letters_after_exactly_max_deliveries_with_a_reason",
         [
             (
                 '"reason": f"delivered {deliveries} times, more than "\n'
@@ -623,7 +623,7 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     ),
     (
         "dead-letters one delivery late (> max_deliveries + 1)",
-        "dead_letters_a_crashing_entry_after_max_deliveries",
+        "dead_letters_after_exactly_max_deliveries_with_a_reason",
         [
             (
                 "            if deliveries > max_deliveries:",
@@ -1290,7 +1290,7 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     (
         # Record and effect in one MULTI, the XACK sent after it: a kill between the two
         # leaves an applied entry pending, and its next delivery (one over the cap)
-        # dead-letters it. The done record keeps the effect once: not severe.
+        # dead-letters it: an entry both applied and dead-lettered (_applied_or_dead).
         "the XACK sent after the MULTI of the done record and the effect",
         "dead_letters_a_crashing_entry_after_max_deliveries",
         [

@@ -28,10 +28,11 @@ from labkit.lang import _
 
 
 @CHECKS.add(
-    3,
+    2,
     "read the delivery count (XPENDING) before running an entry; above max_deliveries "
-    "XADD it to <prefix>:dead with key, payload and reason, and XACK it in one MULTI",
+    "XADD it to <prefix>:dead with its key and payload, and XACK it in one MULTI",
     120,
+    severe=True,
 )
 def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
     with stream(ns) as s:
@@ -45,12 +46,19 @@ def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
                     break
                 kills += 1
             unacked = _unacked(sent(), s.stream, ids)
-        expect(kills == 3, "exactly 3 deliveries of the poison entry (3 crashes), then no more",
+        # Severe: no cap that stops it (every consumer killed) or one that stops it before
+        # Redis delivered it max_deliveries times. One crash more than that is an
+        # off-by-one of the count, not severe: exactly 3, and the reason, are
+        # dead_letters_after_exactly_max_deliveries_with_a_reason's business (hidden).
+        expect(3 <= kills <= 4,
+               _("3 deliveries of the poison entry (3 crashes), then a dead letter; a fourth "
+                 "crash at most"),
                _("{count} crashes").format(count=kills),
-               "check the count before run_job, not after")  # fmt: skip
+               _("read the count (XPENDING) before run_job: above max_deliveries, dead-letter "
+                 "the entry instead of running it"))  # fmt: skip
         dead = s.dead()
-        expect(len(dead) == 1 and dead[0].get("key") == "poison" and bool(dead[0].get("reason")),
-               "one dead letter with key 'poison' and a reason", dead)  # fmt: skip
+        expect(len(dead) == 1 and dead[0].get("key") == "poison",
+               _("one dead letter with key 'poison'"), dead)  # fmt: skip
         try:
             kept = json.loads(dead[0].get("payload", "null"))
         except ValueError:  # not JSON: a repr of the dict, say
