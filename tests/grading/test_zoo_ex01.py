@@ -4796,6 +4796,74 @@ ZOO: list[tuple[str, str, str, str]] = [
                 _lock.release()
     """,
     ),
+    (
+        # An id read from a web page, "cleaned" with html.unescape: 'R&amp;D-7' is another
+        # id than 'R&D-7', and both get one key (the second intent skipped as a repeat).
+        "ex01",
+        "key with HTML entities in the id decoded (html.unescape: 'R&amp;D-7' and 'R&D-7')",
+        "key_names_the_intent",
+        """
+        import html
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{html.unescape(str(entity_id))}:{action}:v{version}"
+    """,
+    ),
+    (
+        # Invisible characters dropped from an id copied from a document: the soft hyphen
+        # is part of the id as given, so 'INV\xad7' and 'INV7' get one key.
+        "ex01",
+        "key with soft hyphens dropped from the id ('INV\\xad7' and 'INV7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).replace(chr(0xAD), '')}:{action}:v{version}"
+    """,
+    ),
+    (
+        # An id taken from the end of a sentence, its dot stripped: 'INV-7.' is another id.
+        "ex01",
+        "key with trailing dots stripped off the id (rstrip('.'): 'INV-7.' and 'INV-7')",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).rstrip('.')}:{action}:v{version}"
+    """,
+    ),
+    (
+        # JSON has no bytes: written as their hex digits, b'INV-7' is the text '494e562d37'.
+        "ex01",
+        "fingerprint with default= writing bytes as their hex digits (b'INV-7' and '494e562d37')",
+        "fingerprint_tells_payloads_apart",
+        """
+        def _encode(value):
+            if isinstance(value, (bytes, bytearray)):
+                return value.hex()
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_encode
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        # The usual way to put bytes in JSON, base64: b'INV-7' becomes the text 'SU5WLTc='.
+        "ex01",
+        "fingerprint with default= writing bytes as base64 text (b'INV-7' and 'SU5WLTc=')",
+        "fingerprint_tells_payloads_apart",
+        """
+        import base64
+        def _encode(value):
+            if isinstance(value, (bytes, bytearray)):
+                return base64.b64encode(value).decode("ascii")
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_encode
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
@@ -5508,6 +5576,21 @@ SAYS: dict[str, str] = {
     "accept waits 2 s for a module lock, then answers True (do the work) without `seen`": (
         "sent by another thread that waits 3 s"
     ),
+    "key with HTML entities in the id decoded (html.unescape: 'R&amp;D-7' and 'R&D-7')": (
+        "('billing', 'R&amp;D-7', 'charge', 1)"
+    ),
+    "key with soft hyphens dropped from the id ('INV\\xad7' and 'INV7' share a key)": (
+        "('billing', 'INV\\xad7', 'charge', 1)"
+    ),
+    "key with trailing dots stripped off the id (rstrip('.'): 'INV-7.' and 'INV-7')": (
+        "('billing', 'INV-7.', 'charge', 1)"
+    ),
+    "fingerprint with default= writing bytes as their hex digits (b'INV-7' and '494e562d37')": (
+        "their hex digits as text"
+    ),
+    "fingerprint with default= writing bytes as base64 text (b'INV-7' and 'SU5WLTc=')": (
+        "their base64 text"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -5734,6 +5817,9 @@ SEVERE = [
     "fingerprint of the payload cut at depth 20 (what lies deeper written as '...')",
     "accept waits 1 s for a module lock, then answers False (a repeat) without `seen`",
     "accept waits 2 s for a module lock, then answers True (do the work) without `seen`",
+    "key with HTML entities in the id decoded (html.unescape: 'R&amp;D-7' and 'R&D-7')",
+    "key with soft hyphens dropped from the id ('INV\\xad7' and 'INV7' share a key)",
+    "key with trailing dots stripped off the id (rstrip('.'): 'INV-7.' and 'INV-7')",
 ]
 
 
@@ -6297,6 +6383,31 @@ RIGHT: list[tuple[str, str, str]] = [
             mine = copy.deepcopy(payload)
             text = json.dumps(mine, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "accept telling a new key by a sentinel object, a fingerprint from digest().hex()",
+        "seen_maps_keys_to_fingerprints",
+        """
+        _MISSING = object()
+
+
+        def payload_fingerprint(payload):
+            canonical = json.dumps(
+                payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+            )
+            return hashlib.sha256(bytes(canonical, "utf-8")).digest().hex()
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key, _MISSING)
+            if known is _MISSING:
+                seen[key] = fp
+                return True
+            if known == fp:
+                return False
+            raise IdempotencyConflict(f"idempotency key {key} reused with a different payload")
     """,
     ),
 ]

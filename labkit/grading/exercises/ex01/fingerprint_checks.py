@@ -129,6 +129,8 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
                 "epoch": _("its Unix time as an int (int(timestamp()))"),
                 "naive": _("its ISO text without its time zone"),
                 "decoded": _("their text, decoded ('INV-7' for b'INV-7')"),
+                "hex": _("their hex digits as text ('494e562d37' for b'INV-7')"),
+                "base64": _("their base64 text ('SU5WLTc=' for b'INV-7')"),
                 "value": _("its value as text ('gold' for _Tier.GOLD)"),
                 "name": _("its name as text ('GOLD' for _Tier.GOLD)"),
                 "fields": _("the dict of its fields (vars(), dataclasses.asdict())"),

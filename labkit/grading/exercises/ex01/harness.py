@@ -473,7 +473,8 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
     text), ``"float"`` (the Decimal as a float), ``"repr"`` (the Decimal's ``repr()``),
     ``"cents"`` (the Decimal times 100, an int), ``"timestamp"`` and ``"epoch"`` (the
     datetime's Unix time, as a float and as an int), ``"naive"`` (its ISO text without the
-    zone), ``"decoded"`` (bytes as their UTF-8 text), ``"list"`` (the set's items, sorted)
+    zone), ``"decoded"`` (bytes as their UTF-8 text), ``"hex"`` and ``"base64"``
+    (bytes as their hex digits or their base64 text), ``"list"`` (the set's items, sorted)
     or ``"reversed"`` (the same, in the other order).
     JSON has no such types: ``json.dumps`` raises, it does not turn them into others.
     """
@@ -499,6 +500,10 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
         ("datetime", due, int(due.timestamp()), "epoch"),
         ("datetime", due, due.replace(tzinfo=None).isoformat(), "naive"),
         ("bytes", b"INV-7", "INV-7", "decoded"),
+        # And bytes written as their hex digits or their base64 text, the usual ways to put
+        # bytes in JSON: another payload than one that holds that text.
+        ("bytes", b"INV-7", b"INV-7".hex(), "hex"),
+        ("bytes", b"INV-7", "SU5WLTc=", "base64"),
         # A UUID written as its text (default=str), and a plain Enum member written as its
         # value or its name: JSON has neither, so each is another payload than the text.
         ("UUID", _ORDER_UUID, str(_ORDER_UUID), "text"),

@@ -287,6 +287,12 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("", "billing", "charge", 1), ("billing", "", "charge", 1)),
     # A NUL character dropped (PostgreSQL's text refuses it): 'INV\x007' is not 'INV7'.
     (_with_part(1, "INV\x007"), _with_part(1, "INV7")),
+    # An id "tidied" as text read from a page or a sentence: HTML entities decoded
+    # ('R&amp;D-7' is not 'R&D-7'), a soft hyphen dropped, a trailing dot stripped off
+    # ('INV-7.' is not 'INV-7'). Each is another id, as given.
+    (_with_part(1, "R&amp;D-7"), _with_part(1, "R&D-7")),
+    (_with_part(1, "INV\u00ad7"), _with_part(1, "INV7")),
+    (_with_part(1, "INV-7."), _with_part(1, "INV-7")),
 ]
 
 
