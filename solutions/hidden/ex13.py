@@ -930,47 +930,70 @@ def lease_tokens_hold_enough_randomness(ns: Namespace) -> None:
         )
 
 
+#: 68 characters that two accounts (or serial queues) share before their last one.
+_LONG = "northwind-trading-company-of-central-and-eastern-europe-gmbh-berlin-"
+
+
 @CHECKS.add(
     1,
     "an account (a queue) is its exact name: compare with =, never LIKE or GLOB (_, % "
     "and * are wildcards there), lower() ('Acme' and 'acme' are two customers), trim() "
-    "('Bolt ' is not 'Bolt') or a Unicode normalisation (two spellings of 'caf\u00e9')",
+    "('Bolt ' is not 'Bolt'), a Unicode normalisation (two spellings of 'caf\u00e9') or "
+    "a prefix (two long names alike in their first 64 characters are two accounts)",
 )
 def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         # "caf\u00e9" and "cafe\u0301" look alike, but are two names (unicodedata.normalize
         # makes them one).
-        for n, queue in enumerate(("acmex1", "acmeyz", "Bolt", "caf\u00e9")):
+        for n, queue in enumerate(("acmex1", "acmeyz", "Bolt", "caf\u00e9", _LONG + "a")):
             add_job(conn, f"{queue}:r", **live(queue, n))
         # "o'brien": a name with a quote, as customers have (SQL written with f-strings breaks).
+        # Two long names alike in their first 68 characters (substr(queue, 1, 64) makes them one).
         waiting = {
             queue: add_job(conn, f"{queue}:1", queue=queue)
-            for queue in ("acme_1", "acme%", "acme*", "bolt", "Bolt ", "o'brien", "cafe\u0301")
+            for queue in (
+                "acme_1",
+                "acme%",
+                "acme*",
+                "bolt",
+                "Bolt ",
+                "o'brien",
+                "cafe\u0301",
+                _LONG + "b",
+            )
         }
         got = sorted(_id(capped(ns, path, f"w{n}", 1)) or 0 for n in range(len(waiting)))
         expect(
             got == sorted(waiting.values()),
             _(
                 "claim_capped with cap=1 takes jobs {job_ids} of accounts {names}: accounts "
-                "acmex1, acmeyz, Bolt and 'caf\\xe9' are at their cap, not these"
-            ).format(job_ids=sorted(waiting.values()), names=", ".join(map(ascii, waiting))),
+                "acmex1, acmeyz, {long_name}, Bolt and 'caf\\xe9' are at their cap, not these"
+            ).format(
+                job_ids=sorted(waiting.values()),
+                names=", ".join(map(ascii, waiting)),
+                long_name=_LONG + "a",
+            ),
             got,
         )
     with lab_file(ns) as (conn, path):
-        for n, queue in enumerate(("syncx1", "Sync", "caf\u00e9")):
+        for n, queue in enumerate(("syncx1", "Sync", "caf\u00e9", _LONG + "a")):
             add_job(conn, f"{queue}:a", **live(queue, n))
         heads = {
             queue: add_job(conn, f"{queue}:a", queue=queue)
-            for queue in ("sync_1", "sync", "sync ", "sync*", "cafe\u0301")
+            for queue in ("sync_1", "sync", "sync ", "sync*", "cafe\u0301", _LONG + "b")
         }
         got = sorted(_id(serial(ns, path, f"w{n}")) or 0 for n in range(len(heads)))
         expect(
             got == sorted(heads.values()),
             _(
                 "claim_serial takes jobs {job_ids}, the heads of queues {names}: queues "
-                "syncx1, Sync and 'caf\\xe9' are other queues, their running heads do not block "
-                "these"
-            ).format(job_ids=sorted(heads.values()), names=", ".join(map(ascii, heads))),
+                "syncx1, {long_name}, Sync and 'caf\\xe9' are other queues, their running heads "
+                "do not block these"
+            ).format(
+                job_ids=sorted(heads.values()),
+                names=", ".join(map(ascii, heads)),
+                long_name=_LONG + "a",
+            ),
             got,
         )
 
@@ -2226,5 +2249,37 @@ def a_take_between_the_read_and_the_write_still_counts(ns: Namespace) -> None:
                 "choose and take in one UPDATE ... WHERE id = (SELECT ...); a guarded UPDATE "
                 "after a SELECT must test the cap (or that the job is still its queue's head) "
                 "again, not only that the job is still ready"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "ready jobs (and ready heads) go by run_after to the fraction of a second: a job due "
+    "at x.25 goes before one saved earlier but due at x.75 of the same second",
+)
+def jobs_due_within_one_second_go_by_their_fraction(ns: Namespace) -> None:
+    whole = float(int(NOW)) + 7
+    now = whole + 1.5
+    for name, extra, queues in (
+        ("claim_capped", (5,), ("acme", "bolt")),
+        ("claim_serial", (), ("order:1", "order:2")),
+    ):
+        with lab_file(ns) as (conn, path):
+            later = add_job(conn, f"{queues[0]}:0", queue=queues[0], run_after=whole + 0.75)
+            sooner = add_job(conn, f"{queues[1]}:0", queue=queues[1], run_after=whole + 0.25)
+            got = [_id(claim(ns, path, name, f"w{n}", now, *extra)) for n in (1, 2)]
+        expect(
+            got == [sooner, later],
+            _(
+                "{name} at now={now!r}: job {sooner} (due at {at!r}), then job {later} "
+                "(saved before it, but due at {after!r})"
+            ).format(
+                name=name, now=now, sooner=sooner, at=whole + 0.25, later=later, after=whole + 0.75
+            ),
+            _("the claims took {got}").format(got=got),
+            _(
+                "order by run_after as it is stored, fraction and all (never CAST it to an "
+                "integer or round it), then by id"
             ),
         )

@@ -8246,6 +8246,76 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _reference_serial(_Normalised(conn), worker, now, lease_s)
         ''',
     ),
+    # Account names cut to 64 characters: two long names alike that far share one cap.
+    (
+        "ex13",
+        "claim_capped compares accounts by their first 64 characters (substr(queue, 1, 64))",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        _reference_capped = claim_capped
+        class _Cut:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace(
+                    "r.queue = c.queue", "substr(r.queue, 1, 64) = substr(c.queue, 1, 64)"
+                )
+                return self.conn.execute(sql, params)
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_Cut(conn), worker, now, lease_s, cap)
+        ''',
+    ),
+    # Queue names cut to 64 characters: a long queue's running head blocks another's.
+    (
+        "ex13",
+        "serial queues grouped by their first 64 characters (GROUP BY substr(queue, 1, 64))",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        _reference_serial = claim_serial
+        class _Cut:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace("GROUP BY queue", "GROUP BY substr(queue, 1, 64)")
+                return self.conn.execute(sql, params)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_Cut(conn), worker, now, lease_s)
+        ''',
+    ),
+    # run_after cut to the second in the order: a job due at x.75 goes before one due at x.25.
+    (
+        "ex13",
+        "claim_capped orders by run_after cut to the second (CAST(c.run_after AS INTEGER), id)",
+        "jobs_due_within_one_second_go_by_their_fraction",
+        '''
+        _reference_capped = claim_capped
+        class _Whole:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace("c.run_after, c.id", "CAST(c.run_after AS INTEGER), c.id")
+                return self.conn.execute(sql, params)
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_Whole(conn), worker, now, lease_s, cap)
+        ''',
+    ),
+    # The same among serial heads: the head due later in the second goes first.
+    (
+        "ex13",
+        "serial: ready heads by run_after cut to the second (CAST(h.run_after AS INTEGER), id)",
+        "jobs_due_within_one_second_go_by_their_fraction",
+        '''
+        _reference_serial = claim_serial
+        class _Whole:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace("h.run_after, h.id", "CAST(h.run_after AS INTEGER), h.id")
+                return self.conn.execute(sql, params)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_Whole(conn), worker, now, lease_s)
+        ''',
+    ),
     (
         "ex13",
         "claim_capped clamps the cap to 1000 (min(cap, 1000)): a bigger cap is never reached",
@@ -9215,6 +9285,54 @@ def _ex13_token(module: str, expr: str, once: bool = False) -> str:
 #: Exercise 13's right solutions written otherwise, each with a check that once took
 #: its points (or would be the first to).
 RIGHT_EX13: list[tuple[str, str, str]] = [
+    (
+        "claim_capped inside `with conn:`, busy in a derived table filtered by busy < cap;"
+        " serial heads among the jobs NOT IN ('succeeded', 'dead')",
+        "jobs_due_within_one_second_go_by_their_fraction",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            with conn:
+                row = conn.execute(
+                    "UPDATE jobs" + CLAIM_SET + """
+                     WHERE id = (
+                        SELECT id FROM (
+                            SELECT c.id, c.run_after,
+                                   (SELECT count(*) FROM jobs r
+                                     WHERE r.queue = c.queue AND r.state = 'running'
+                                       AND r.lease_until > :now) AS busy
+                              FROM jobs c
+                             WHERE (c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                                OR (c.state = 'running' AND c.lease_until <= :now))
+                         WHERE busy < :cap
+                         ORDER BY busy, run_after, id
+                         LIMIT 1)
+                    RETURNING *
+                    """,
+                    {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+                ).fetchone()
+            return None if row is None else dict(row)
+
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state NOT IN ('succeeded', 'dead')
+                                        GROUP BY queue)
+                          AND CASE h.state
+                                WHEN 'running' THEN h.lease_until <= :now
+                                ELSE h.run_after <= :now
+                              END
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
     (
         "busy counted in a CTE grouped by queue, LEFT JOINed to the ready jobs (coalesce 0);"
         " serial heads by row_number() OVER (PARTITION BY queue ORDER BY id)",
