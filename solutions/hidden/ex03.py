@@ -1480,8 +1480,8 @@ def a_claim_reads_only_the_now_it_is_given(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "query the table at every call: a claim that keeps a pause of its own after an empty "
-    "poll answers None while a job is ready, and updated_at is the now of this claim, "
-    "not the latest time the row or the worker saw (max(updated_at, :now))",
+    "poll answers None while a job is ready, and updated_at and the lease count from the "
+    "now of this claim, not the latest time the row or the worker saw (max(updated_at, :now))",
 )
 def a_claim_right_after_an_empty_poll_takes_the_job_now_due(ns: Namespace) -> None:
     """One long-lived worker polls an empty queue, and a job falls due a moment later: the
@@ -1544,20 +1544,31 @@ def _ex03_due_just_after_an_empty_poll(ns: Namespace, seed: int) -> None:
         taken[0] is None
         and isinstance(taken[1], dict)
         and taken[1].get("id") == due
-        and job["updated_at"] == now + gap,
+        and job["updated_at"] == now + gap
+        and job["lease_until"] == now + gap + 30.0,
         _(
             "on one connection, None at now={now!r}, then job {job_id} (due at {due_at!r}) "
-            "at now={later!r}, with updated_at={later!r} (the row's updated_at was "
-            "{stamped!r}, from a clock a minute ahead)"
-        ).format(now=now, job_id=due, due_at=now + gap / 2, later=now + gap, stamped=now + 60),
+            "at now={later!r}, with updated_at={later!r} and lease_until={until!r} (the "
+            "row's updated_at was {stamped!r}, from a clock a minute ahead)"
+        ).format(
+            now=now,
+            job_id=due,
+            due_at=now + gap / 2,
+            later=now + gap,
+            until=now + gap + 30.0,
+            stamped=now + 60,
+        ),
         "; ".join(
             raised_text(r) if "raised" in r else _ex03_said(t)
             for r, t in zip(got, taken, strict=True)
         )
-        + _("; updated_at={updated_at!r}").format(updated_at=job["updated_at"]),
+        + _("; updated_at={updated_at!r}, lease_until={until!r}").format(
+            updated_at=job["updated_at"], until=job["lease_until"]
+        ),
         _(
             "query the table at every call: no pause after an empty poll (the worker's loop "
-            "sleeps, not claim), and updated_at = :now, not the latest time seen"
+            "sleeps, not claim), updated_at = :now and lease_until = :now + :lease_s, not "
+            "counted from the latest time seen"
         ),
     )
 

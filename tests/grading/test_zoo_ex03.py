@@ -3765,6 +3765,27 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    # The lease must run from this claim's now; a row stamped by a clock ahead of the
+    # worker's makes it longer than lease_s, and the worker holds a job it may have lost.
+    (
+        "ex03",
+        "the lease counted from the latest time seen (max(:now, updated_at) + :lease_s)",
+        "a_claim_right_after_an_empty_poll_takes_the_job_now_due",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = max(:now, updated_at) + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -4178,6 +4199,9 @@ SAYS: dict[str, str] = {
     ),
     "the worker's name trimmed in SQL (lease_owner = trim(:worker))": (
         "the worker's name whole, never cut or normalized"
+    ),
+    "the lease counted from the latest time seen (max(:now, updated_at) + :lease_s)": (
+        "and lease_until="
     ),
 }
 
@@ -4935,6 +4959,48 @@ def claim(conn, worker, now, lease_s):
             if row is None:
                 return None
             return dict(zip([d[0] for d in cur.description], row))
+    """,
+    ),
+    # The first ready job picked by a window function, not ORDER BY ... LIMIT 1.
+    (
+        "the job due first picked by row_number() OVER (ORDER BY run_after, id) = 1",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM (SELECT id, row_number() OVER"
+                " (ORDER BY run_after, id) AS rn FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)) WHERE rn = 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    # The first ready job as the one no other ready job comes before (no ORDER BY at all).
+    (
+        "the job due first found with NOT EXISTS of a ready job due earlier, or as early "
+        "with a smaller id",
+        "oldest_due_first",
+        """
+        def ready(t):
+            return (f"(({t}.state IN ('pending', 'retry_wait') AND {t}.run_after <= :now)"
+                    f" OR ({t}.state = 'running' AND {t}.lease_until <= :now))")
+
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                f" updated_at = :now WHERE id = (SELECT a.id FROM jobs AS a WHERE {ready('a')}"
+                f" AND NOT EXISTS (SELECT 1 FROM jobs AS b WHERE {ready('b')}"
+                " AND (b.run_after < a.run_after OR (b.run_after = a.run_after AND b.id < a.id))))"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
     """,
     ),
 ]
