@@ -1689,3 +1689,74 @@ def two_schedules_of_one_process_tick_side_by_side(ns: Namespace) -> None:
             "reason to skip a tick: the UNIQUE key already keeps each slot to one job"
         ),
     )
+
+
+@CHECKS.add(
+    2,
+    "a name with ':' gets no job under either catch_up, 'latest' too: tick makes every key "
+    "with slot_key, which refuses it. A key 'schedule:eu:nightly:<time>' sits among the "
+    "keys of the schedule 'eu', whose next tick reads it as its newest and cannot parse it",
+)
+def a_name_with_a_colon_gets_no_job(ns: Namespace) -> None:
+    bad = "eu:nightly"
+    calls = [
+        [bad, HOUR, T0, T0 + 2 * HOUR + 5, "latest"],
+        [bad, HOUR, T0, T0 + 2 * HOUR + 5, "all"],
+        ["eu", HOUR, T0, T0 + HOUR + 5, "all"],
+    ]
+    want = _keys_between("eu", T0, T0 + HOUR + 5, HOUR)
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "tick", str(path), calls)
+        keys = _keys(conn)
+    said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+    expect(
+        all("raised" in g for g in got[:2])
+        and got[2].get("returned") == want
+        and sorted(keys) == want,
+        _(
+            "tick({bad!r}, ...) with catch_up 'latest', then 'all', to raise ValueError and "
+            "create nothing; then tick('eu', ...) to create {keys}, the only keys in the table"
+        ).format(bad=bad, keys=want),
+        _("{calls}; the table holds {table}").format(
+            calls="; ".join(
+                _("call {n}: {said}").format(n=n, said=short_repr(one, 150))
+                for n, one in enumerate(said, 1)
+            ),
+            table=short_repr(sorted(keys), 300),
+        ),
+        _(
+            "build every key with slot_key(schedule, slot), in each branch of tick: it "
+            "refuses a name with ':' before anything is inserted"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "a schedule whose name holds digits ('backup2') ticks again and again: the newest key's "
+    "time is what follows the prefix, whatever characters the name shares with it",
+)
+def a_name_with_digits_ticks_again(ns: Namespace) -> None:
+    name = "backup2"
+    calls = [[name, HOUR, T0, T0 + 5, "all"], [name, HOUR, T0, T0 + 2 * HOUR + 5, "all"]]
+    want = [
+        [reference_key(name, T0)],
+        [reference_key(name, T0 + HOUR), reference_key(name, T0 + 2 * HOUR)],
+    ]
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "tick", str(path), calls)
+        keys = _keys(conn)
+    said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+    expect(
+        said == want,
+        _("two ticks of {name!r}, an hour apart, to create {keys}").format(
+            name=name, keys=short_repr(want, 300)
+        ),
+        _("they said {said}; the table holds {table}").format(
+            said=short_repr(said, 300), table=short_repr(sorted(keys), 300)
+        ),
+        _(
+            "cut the prefix off by its length (key[len(prefix):]) or with removeprefix: "
+            "str.lstrip(prefix) strips any of the prefix's characters, the year's digits too"
+        ),
+    )

@@ -4073,6 +4073,106 @@ ZOO: list[tuple[str, str, str, str]] = [
             return slots[::-1]
         """,
     ),
+    (
+        # tick builds its keys inline: 'eu:nightly' gets jobs, and schedule 'eu' reads
+        # 'schedule:eu:nightly:...' as its newest key and never ticks again.
+        "ex12",
+        "tick builds each key inline in UTC, never through slot_key (a name with ':' gets jobs)",
+        "a_name_with_a_colon_gets_no_job",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = prefix + f"{datetime.fromtimestamp(slot, UTC):%Y-%m-%dT%H:%M:%SZ}"
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Only 'latest' skips slot_key: the same key for 'eu:nightly', under 'eu'.
+        "ex12",
+        "tick's fast path for catch_up='latest' builds its one key inline, never via slot_key",
+        "a_name_with_a_colon_gets_no_job",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            insert = (
+                "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key"
+            )
+            if catch_up == "latest":
+                slot = (now // period_s) * period_s
+                if slot < since or (last is not None and slot <= last):
+                    return []
+                key = prefix + f"{datetime.fromtimestamp(slot, UTC):%Y-%m-%dT%H:%M:%SZ}"
+                got = conn.execute(
+                    insert, {"key": key, "kind": schedule, "slot": slot, "now": now}
+                ).fetchone()
+                return [] if got is None else [key]
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    insert, {"key": key, "kind": schedule, "slot": slot, "now": now}
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # lstrip takes a set of characters: 'backup2' strips the year's '2', and
+        # '026-01-01T...' never parses: the schedule fails every tick after its first.
+        "ex12",
+        "the newest key's time cut off with key.lstrip(prefix) (a name with a '2' in it)",
+        "a_name_with_digits_ticks_again",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0].lstrip(prefix), "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -4430,6 +4530,15 @@ SAYS: dict[str, str] = {
     "due_slots returns [] before it checks catch_up when the last slot is at or past now": (
         "ValueError for due_slots(60, 100, 0, 100, 'Latest')"
     ),
+    "tick builds each key inline in UTC, never through slot_key (a name with ':' gets jobs)": (
+        "with catch_up 'latest', then 'all', to raise ValueError"
+    ),
+    "tick's fast path for catch_up='latest' builds its one key inline, never via slot_key": (
+        "with catch_up 'latest', then 'all', to raise ValueError"
+    ),
+    "the newest key's time cut off with key.lstrip(prefix) (a name with a '2' in it)": (
+        "two ticks of 'backup2', an hour apart"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -4485,6 +4594,11 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    # 'eu:nightly' gets jobs, and 'eu' fails every tick on them: loud, waits for a fix.
+    "tick builds each key inline in UTC, never through slot_key (a name with ':' gets jobs)",
+    "tick's fast path for catch_up='latest' builds its one key inline, never via slot_key",
+    # A name with a '2' fails every tick after its first: loud, that schedule waits for a fix.
+    "the newest key's time cut off with key.lstrip(prefix) (a name with a '2' in it)",
     # A schedule with a name past 255 characters never fires: loud (a ValueError), caught
     # by a check of keys, not severe.
     "slot_key refuses a name longer than 255 characters (a VARCHAR(255)'s width)",
@@ -5412,6 +5526,63 @@ RIGHT: list[tuple[str, str, str]] = [
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            return created
+        """,
+    ),
+    (
+        "the newest key by a range up to the prefix with '~' after it, the time taken with "
+        "key.split(':', 2)[2]",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key > ? AND key < ?", (prefix, prefix + "~")
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0].split(":", 2)[2], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "the prefix cut from slot_key(schedule, 0) (the name checked before any SELECT), the "
+        "time taken with key.replace(prefix, '')",
+        "a_name_with_a_colon_gets_no_job",
+        """
+        EPOCH_STAMP = "1970-01-01T00:00:00Z"
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = slot_key(schedule, 0).removesuffix(EPOCH_STAMP)
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0].replace(prefix, ""), "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
             return created
         """,
     ),
