@@ -1709,6 +1709,11 @@ def _a_key_conflict_is_raised_in(ns: Namespace, paid: dict[str, Any], worded: in
         run(ns, folder, paid, crash_after="payments.charge")
         resumed = {**paid, "amount": 2700}
         got = dict(ns.harness(HARNESS + "run", str(folder), resumed, 1, None, False, False, worded))
+        # Delivered again: the conflict is still there, and no checkpoint of the first
+        # one lets the job skip its charge and e-mail an order nobody paid at that amount.
+        again = dict(
+            ns.harness(HARNESS + "run", str(folder), resumed, 1, None, False, False, worded)
+        )
         truth = world_of(folder)
         conflicts = [c for c in truth["calls"] if c[0] == "payments" and c[2] != "ok"]
         state, mails = state_of(folder, paid["id"]), found(truth, paid)["mail"]
@@ -1716,17 +1721,18 @@ def _a_key_conflict_is_raised_in(ns: Namespace, paid: dict[str, Any], worded: in
             not conflicts
             or (
                 "IdempotencyConflict" in got.get("raised", [])
+                and "IdempotencyConflict" in again.get("raised", [])
                 and state == "running"
                 and mails == []
             ),
             _(
                 "order {order_id}, charged {amount} before a crash and resumed with "
-                "{new_amount}: run_order raises the payment API's key conflict (an "
-                "IdempotencyConflict, as it came), the job stays 'running' and no e-mail goes "
-                "out"
+                "{new_amount}, then delivered once more: each run raises the payment API's "
+                "key conflict (an IdempotencyConflict, as it came), the job stays 'running' "
+                "and no e-mail goes out"
             ).format(order_id=paid["id"], amount=paid["amount"], new_amount=2700),
-            _("run_order {outcome}; the job {state}; e-mails to {mails}").format(
-                outcome=_ex14h_ended(got), state=repr(state), mails=mails
+            _("run_order {outcome}, then {again}; the job {state}; e-mails to {mails}").format(
+                outcome=_ex14h_ended(got), again=_ex14h_ended(again), state=repr(state), mails=mails
             ),
             _(
                 "catch PermanentError for the decline only when it is no IdempotencyConflict, "
@@ -2122,5 +2128,45 @@ def a_job_of_a_version_not_deployed_here_runs_no_step(ns: Namespace) -> None:
                 "take the steps from POLICIES[version] and let a KeyError (or an error of "
                 "your own) propagate; never fall back to another version's steps, nor end "
                 "the job as failed, for a version this worker does not know"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a step that raises leaves the checkpoints of the steps before it in job_steps: a "
+    "503 from the mail API after the charge, and the next run only sends the e-mail, "
+    "never calls the payment API again",
+)
+def a_failed_step_keeps_the_checkpoints_before_it(ns: Namespace) -> None:
+    with scene(ns) as folder:
+        with_declines(folder, "mail", "fail_before")
+        first = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
+        kept = steps_of(folder, ORDER["id"])
+        before = world_of(folder)["calls"]
+        later = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
+        again = [c for c in world_of(folder)["calls"][len(before) :] if c[0] == "payments"]
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            "raised" not in first
+            or (
+                kept == ["reserve", "charge"]
+                and not again
+                and later.get("returned") == "done"
+                and ok
+            ),
+            _(
+                "order {order_id} of policy version 1, its e-mail refused with a 503: run_order "
+                "raises with the checkpoints 'reserve' and 'charge' kept; the next run makes "
+                "no new call to the payment API and leaves {effects}, the job 'done'"
+            ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, False)),
+            _(
+                "after the 503 the checkpoints {kept}; the next run {later}, new calls to the "
+                "payment API {again}; {seen}"
+            ).format(kept=kept, later=_ex14h_ended(later), again=again, seen=seen),
+            _(
+                "when a step raises, let the error out and leave job_steps as it is: the "
+                "checkpoints of the steps already done are what make the retry skip them; "
+                "never delete them (nor roll them back) to start the job over"
             ),
         )

@@ -2459,6 +2459,42 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        # A job "started over" after an error: its checkpoints deleted, the retry calls
+        # the payment API again for a charge already made (saved only by its key).
+        "ex14",
+        "the job's checkpoints deleted when a step raises, so the retry starts over",
+        "a_failed_step_keeps_the_checkpoints_before_it",
+        _edit(
+            RUN_ORDER,
+            (
+                "    except BaseException:\n        if conn.in_transaction:\n",
+                "    except Exception:\n"
+                "        if conn.in_transaction:\n"
+                '            conn.execute("ROLLBACK")\n'
+                '        conn.execute("DELETE FROM job_steps WHERE order_id = ?", (order["id"],))\n'
+                "        raise\n"
+                "    except BaseException:\n"
+                "        if conn.in_transaction:\n",
+            ),
+        ),
+    ),
+    (
+        # The conflict raised, but checkpointed first: the redelivery skips the charge
+        # and e-mails an order the payment API never took at that amount.
+        "ex14",
+        "a key conflict of the charge checkpointed, then raised (the retry skips the charge)",
+        "a_key_conflict_is_raised_not_swallowed",
+        _edit(
+            RUN_ORDER,
+            (
+                "                if step != \"charge\" or isinstance(exc, IdempotencyConflict):\n",
+                "                if isinstance(exc, IdempotencyConflict):\n"
+                "                    checkpoint(step, json.dumps({\"conflict\": str(exc)}))\n"
+                "                if step != \"charge\" or isinstance(exc, IdempotencyConflict):\n",
+            ),
+        ),
+    ),
 ]
 
 
@@ -2819,6 +2855,9 @@ SAYS = {
     ),
     "POLICIES copied at import (a version deployed since raises KeyError on every run)": (
         "started with policy_version=3"
+    ),
+    "a key conflict of the charge checkpointed, then raised (the retry skips the charge)": (
+        "then delivered once more"
     ),
 }
 
@@ -3345,6 +3384,34 @@ def do_step(world, order, step):
         _edit(
             DO_STEP,
             ("key = f\"order:{order['id']}:{step}:v1\"", "key = f\"{order['id']:x}-{step}\""),
+        ),
+    ),
+    (
+        # The job's state set first, then the decline's checkpoint: one transaction either way.
+        "the decline's transaction sets 'failed' first, then writes the checkpoint",
+        "the_decline_is_checkpointed_as_declined",
+        _edit(
+            RUN_ORDER,
+            ('                checkpoint("charge", "declined")\n', ""),
+            (
+                'WHERE order_id = :id", job)\n                conn.execute("COMMIT")',
+                'WHERE order_id = :id", job)\n'
+                '                checkpoint("charge", "declined")\n'
+                '                conn.execute("COMMIT")',
+            ),
+        ),
+    ),
+    (
+        # The checkpoints read as a dict step -> result, with a positional parameter.
+        "the steps done read into a dict of their results (SELECT step, result ... = ?)",
+        "a_failed_step_keeps_the_checkpoints_before_it",
+        _edit(
+            RUN_ORDER,
+            ("    done = {r[0] for r in ", "    done = dict(r for r in "),
+            (
+                '"SELECT step FROM job_steps WHERE order_id = :id", job)}',
+                '"SELECT step, result FROM job_steps WHERE order_id = ?", (order["id"],)))',
+            ),
         ),
     ),
 ]
