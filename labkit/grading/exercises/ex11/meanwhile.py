@@ -36,7 +36,7 @@ def save_order(conn: Any, order: list[Any]) -> None:
     )
 
 
-def _commit_aside(path: str, write: Callable[[sqlite3.Connection], object]) -> None:
+def commit_aside(path: str, write: Callable[[sqlite3.Connection], object]) -> None:
     """``write`` committed on a connection of its own, as another process would; a
     relay whose open transaction holds the database makes it raise ``OperationalError``
     (locked) within 0.2 s."""
@@ -104,7 +104,7 @@ def relay_with_an_order_meanwhile(
     broker = _Listed() if broker_path is None else Broker(broker_path, FakeClock(now))
 
     def shop_request() -> None:
-        _commit_aside(path, lambda other: save_order(other, order))
+        commit_aside(path, lambda other: save_order(other, order))
 
     publish, calls = _writing_at_publish(broker, nth, shop_request)
 
@@ -177,7 +177,7 @@ def relay_with_a_write_behind_meanwhile(
     broker = Broker(broker_path, FakeClock(now))
 
     def writer() -> None:
-        _commit_aside(path, lambda other: [other.execute(sql, ps) for sql, ps in statements])
+        commit_aside(path, lambda other: [other.execute(sql, ps) for sql, ps in statements])
 
     publish, calls = _writing_at_publish(broker, nth, writer)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.grading.exercises.common import fresh_state, outcome
-from labkit.grading.exercises.ex11.meanwhile import _commit_aside, save_order
+from labkit.grading.exercises.ex11.meanwhile import commit_aside, save_order
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.tracing import Watched, with_what_it_left
 from labkit.patterns.outbox import Broker
@@ -224,7 +224,7 @@ def relay_an_empty_outbox_then_again(
                 outcome(values["relay_once"], kept, broker.publish, now), conn
             )
             try:
-                _commit_aside(path, lambda other: save_order(other, [5, "eva", 900]))
+                commit_aside(path, lambda other: save_order(other, [5, "eva", 900]))
             except sqlite3.Error as exc:
                 aside = f"{type(exc).__name__}: {exc}"
             second = with_what_it_left(
