@@ -199,6 +199,18 @@ def menu(page: Any, top: str, item: str) -> None:
 def restart_and_run_all(page: Any) -> None:
     menu(page, "Kernel", "Restart Kernel and Run All Cells")
     page.locator(".jp-Dialog .jp-mod-accept").click()
+    # The stored notebook shows execution counts already: until the new run has queued
+    # its cells, they read as "all ran" (seen once: lesson 07's database was read while
+    # its last cells still ran). The last cell shows [*] from when the run queues it to
+    # the end of the whole run, so waiting for that is waiting for this run to start.
+    page.wait_for_function(
+        """() => {
+            const sel = '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt';
+            const prompts = [...document.querySelectorAll(sel)];
+            return prompts.length > 0 && !/^\\[\\d+\\]:$/.test(prompts.at(-1).innerText.trim());
+        }""",
+        timeout=60_000,
+    )
 
 
 def wait_until_all_ran(page: Any, timeout_s: float = RUN_ALL_TIMEOUT_S) -> None:
