@@ -3364,6 +3364,36 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex02",
+        "a lock file io.FileIO cannot open warned about, the job run without the lock",
+        "no_run_without_the_lock",
+        """
+        import io
+
+
+        @contextmanager
+        def single_instance(path):
+            try:
+                raw = io.FileIO(path, "a+")
+            except PermissionError:
+                print(f"warning: cannot open {path}, running without a lock")
+                yield
+                return
+            try:
+                try:
+                    fcntl.flock(raw.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raw.seek(0)
+                    holder = raw.read().decode().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                raw.truncate(0)
+                raw.write(str(os.getpid()).encode())
+                yield
+            finally:
+                raw.close()
+    """,
+    ),
+    (
+        "ex02",
         "the holder named as pid 0 when the file holds no pid (int() of an empty file made 0)",
         "refusal_when_the_file_names_nobody",
         """
@@ -4512,6 +4542,9 @@ SAYS: dict[str, str] = {
     "a lock file that cannot be opened warned about, the job run without the lock": (
         "(PermissionError) for a lock file this user may not open"
     ),
+    "a lock file io.FileIO cannot open warned about, the job run without the lock": (
+        "(PermissionError) for a lock file this user may not open"
+    ),
     "the holder named as pid 0 when the file holds no pid (int() of an empty file made 0)": (
         "no pid in the refusals"
     ),
@@ -4650,6 +4683,7 @@ SEVERE = [
     "os.open's fd left open when writing the pid raises (closed on refusal and at the end)",
     "os.open's fd closed on refusal and again in the finally (its EBADF ignored)",
     "os.close(fh.fileno()) to release, then fh.close() with its OSError ignored",
+    "a lock file io.FileIO cannot open warned about, the job run without the lock",
 ]
 
 
@@ -5676,6 +5710,76 @@ RIGHT: list[tuple[str, str, str]] = [
                 yield
             finally:
                 fh.close()
+    """,
+    ),
+    (
+        "the lock file opened with pathlib's Path.open('a+'), the holder read with read_text",
+        "no_run_without_the_lock",
+        """
+        from pathlib import Path
+
+
+        @contextmanager
+        def single_instance(path):
+            lock = Path(path)
+            with lock.open("a+") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = lock.read_text().strip() or "unknown"
+                    raise AlreadyRunning(f"already running: pid {holder} holds {lock}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+    """,
+    ),
+    (
+        "the lock file opened with io.FileIO (raw bytes), the holder decoded from them",
+        "no_run_without_the_lock",
+        """
+        import io
+
+
+        @contextmanager
+        def single_instance(path):
+            raw = io.FileIO(path, "a+")
+            try:
+                try:
+                    fcntl.flock(raw.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raw.seek(0)
+                    holder = raw.read().decode().strip() or "unknown"
+                    raise AlreadyRunning(f"already running: pid {holder}") from None
+                raw.truncate(0)
+                raw.write(str(os.getpid()).encode())
+                yield
+            finally:
+                raw.close()
+    """,
+    ),
+    (
+        "os.open imported by name (from os import open as os_open), pread and pwrite",
+        "no_run_without_the_lock",
+        """
+        from os import open as os_open
+
+
+        @contextmanager
+        def single_instance(path):
+            fd = os_open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 64, 0).decode().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                yield
+            finally:
+                os.close(fd)
     """,
     ),
 ]

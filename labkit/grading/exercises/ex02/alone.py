@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import errno
 import fcntl
+import io
 import os
 import pathlib
 import signal
@@ -156,7 +157,9 @@ def second_lock_in_one_process(
 
 def attempt_when_opening_is_refused(values: MutableMapping[str, Any], path: str) -> str:
     """One attempt here while every open of ``path`` fails with PermissionError (a lock
-    file the job's user may not open), whoever runs the grader (root opens anything)."""
+    file the job's user may not open), whoever runs the grader (root opens anything):
+    open (io.open, which pathlib's Path.open calls), os.open and io.FileIO, by those names
+    or by a name the notebook imported one under."""
     target = os.path.abspath(path)
     real_open, real_os_open = builtins.open, os.open
 
@@ -176,13 +179,26 @@ def attempt_when_opening_is_refused(values: MutableMapping[str, Any], path: str)
             raise PermissionError(13, "Permission denied", os.fsdecode(file))
         return real_os_open(file, *args, **kwargs)
 
+    class GuardedFileIO(io.FileIO):
+        def __init__(self, file: Any, *args: Any, **kwargs: Any) -> None:
+            if refused(file):
+                raise PermissionError(13, "Permission denied", os.fsdecode(file))
+            super().__init__(file, *args, **kwargs)
+
+    swaps = ((real_open, guarded_open), (real_os_open, guarded_os_open), (io.FileIO, GuardedFileIO))
     with fresh_state(values):
         attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
-        builtins.open, os.open = guarded_open, guarded_os_open  # type: ignore[assignment]
-        try:
+        names = {
+            name: fake for name, value in values.items() for real, fake in swaps if value is real
+        }
+        with (
+            mock.patch.object(builtins, "open", guarded_open),
+            mock.patch.object(io, "open", guarded_open),
+            mock.patch.object(os, "open", guarded_os_open),
+            mock.patch.object(io, "FileIO", GuardedFileIO),
+            mock.patch.dict(values, names),
+        ):
             return attempt(values, path)
-        finally:
-            builtins.open, os.open = real_open, real_os_open
 
 
 def attempt_when_locking_fails(values: MutableMapping[str, Any], path: str) -> str:
