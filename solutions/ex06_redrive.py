@@ -51,7 +51,7 @@ def redrive(conn, *, limit, now: float, kind: str | None = None, dry_run: bool =
     """Send up to ``limit`` dead jobs back to ``pending``; return their ids, oldest first.
 
     - ``limit`` is required: raise ``ValueError`` when it is None or below 1, before
-      changing anything.
+      changing anything, with a message that names the limit and what to pass.
     - Only ``dead`` jobs, and only of ``kind`` when it is given; oldest first
       (``ORDER BY updated_at, id``), at most ``limit``.
     - Each one is the same row with the same key (an UPDATE, never an INSERT), with

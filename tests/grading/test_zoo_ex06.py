@@ -2858,6 +2858,45 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex06",
+        "a ValueError whose words name nothing (ValueError('invalid value'))",
+        "redrive_requires_a_limit",
+        '''
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("invalid value")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
+        "ex06",
         "last_error made ASCII before it is stored (accents turned to '?')",
         "dead_letter_records_the_reason",
         '''
@@ -5205,6 +5244,7 @@ SAYS: dict[str, str] = {
     "a ValueError whose message is the bad limit alone (ValueError(limit))": (
         "to say in words what is wrong"
     ),
+    "a ValueError whose words name nothing (ValueError('invalid value'))": ("naming the limit"),
     "last_error made ASCII before it is stored (accents turned to '?')": (
         "last_error 'ValueError: endereço"
     ),

@@ -91,11 +91,14 @@ def _says_what_is_wrong(result: dict[str, Any], limit: Any, *, dry_run: bool) ->
     them nothing about what to pass."""
     message = str(result.get("message", "")).strip()
     call = f"limit={limit!r}, dry_run=True" if dry_run else f"limit={limit!r}"
+    # Words that name nothing ('invalid value', 'bad argument') tell the operator no more
+    # than a bare ValueError: the message names the argument to fix, the limit.
     expect(
-        message not in ("", str(limit), repr(limit)),
+        message not in ("", str(limit), repr(limit)) and "limit" in message.lower(),
         _(
-            "the error for {call} to say in words what is wrong (a message an operator can "
-            "act on, not a bare ValueError nor the bad value alone)"
+            "the error for {call} to say in words what is wrong, naming the limit (a message "
+            "an operator can act on, not a bare ValueError, the bad value alone, or words "
+            "such as 'invalid value' that name nothing)"
         ).format(call=call),
         said(result),
         _(
