@@ -1812,9 +1812,9 @@ def _cut_off_mid_charge_is_not_a_duplicate(run: Ex08Run) -> None:
 
 @CHECKS.add(
     1,
-    "the task records the key itself in processed, and a copy of a message that runs while "
-    "the first copy is still in its transaction ends as a duplicate: 'already charged', "
-    "not an error, the first 'charged'",
+    "the task records the key itself in processed, and a copy of a message, sent once the "
+    "first copy ended or running while it is still in its transaction, ends as a "
+    "duplicate: 'already charged', not an error, the first 'charged'",
     timeout=TIMEOUT,
 )
 def a_copy_alongside_the_first_says_already_charged(ns: Namespace) -> None:
@@ -1824,7 +1824,7 @@ def a_copy_alongside_the_first_says_already_charged(ns: Namespace) -> None:
     key = "inv-alongside"
     with Ex08Run(ns) as run:
         run.worker(concurrency=2)
-        run.send("inv-r")
+        first = run.send("inv-r")
         run.send(ODD_KEY, "cus_8", ODD_CENTS)
         run.settle()
         # The record as the docstring says: the key itself. Under a name of its own
@@ -1855,7 +1855,8 @@ def a_copy_alongside_the_first_says_already_charged(ns: Namespace) -> None:
                 "the key's own text, accents and all"
             ),
         )
-        before = set(run.returned())  # the runs of the two keys above
+        _sent_in_a_row_says_already_charged(run, "inv-r", first)
+        before = set(run.returned())  # the runs of the keys above
         _both_copies_inside(
             run, key, _("two copies of one message to run at once on two pool children")
         )
@@ -1877,6 +1878,35 @@ def a_copy_alongside_the_first_says_already_charged(ns: Namespace) -> None:
                 "SELECT ... FOR UPDATE locks no row that does not exist yet"
             ),
         )
+
+
+def _sent_in_a_row_says_already_charged(run: Ex08Run, key: str, first: str) -> None:
+    """``key`` sent again once its first copy (the task ``first``) ended: a producer's
+    retry that comes after the first run finished. The first run returned 'charged', the
+    copy 'already charged' (not an error, not another text), and nothing more is charged."""
+    again = run.send(key)
+    run.settle()
+    ended = run.returned()
+    replies = [runs[-1] if (runs := ended.get(task)) else None for task in (first, again)]
+    said = [None if r is None else (r.state, r.value) for r in replies]
+    n = run.charges(key)
+    expect(
+        said == [("SUCCESS", "charged"), ("SUCCESS", "already charged")] and n == 1,
+        _(
+            "of two copies of one message sent in a row (the second once the first had "
+            "ended), the first to return 'charged' and the second 'already charged', with "
+            "1 charge row for {key}"
+        ).format(key=repr(key)),
+        _("they ended with {replies}, and {key} has {count} charge rows").format(
+            replies=", ".join(_reply_of(r) for r in replies), key=repr(key), count=n
+        ),
+        _(
+            "a copy that finds its key already in processed (the INSERT ... ON CONFLICT "
+            "(key) DO NOTHING RETURNING key gives no row back) returns exactly 'already "
+            "charged', as a copy that waited for the first does: a first look of its own "
+            "(in charges, in memory) must answer the same, not raise or return another text"
+        ),
+    )
 
 
 #: What the charge task runs under, printed by a Python that imports the student's module.

@@ -2947,6 +2947,26 @@ LOCK_PER_CUSTOMER_THEN_CLAIM = _replace(
     + '        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (customer,))\n',
 )
 
+#: Round 31: a first look of the task's own, on a connection of its own, before the
+#: claim: a copy sent once the first ended finds the charge and answers in a text of its
+#: own; a copy alongside the first finds nothing there and waits at the claim as it should.
+FIRST_LOOK_SAYS_DUPLICATE = """\
+    with connect() as look:
+        if look.execute("SELECT 1 FROM charges WHERE key = %s", (key,)).fetchone():
+            return "duplicate"
+"""
+
+ZOO += [
+    (
+        "a first look in charges that answers 'duplicate' for a copy sent later",
+        _before_body(FIRST_LOOK_SAYS_DUPLICATE),
+        "a_copy_alongside_the_first_says_already_charged",
+        "sent in a row",
+        "duplicate_message_charges_once",
+    ),
+]
+
+
 #: Right task modules written otherwise, each with the check most likely to trip on it:
 #: (way, how the reference file is changed, the check that must still pass).
 RIGHT = [
