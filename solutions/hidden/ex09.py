@@ -16,10 +16,13 @@ max_deliveries runs with a reason."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
+import subprocess
 import uuid
+from typing import Any
 
 from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
@@ -35,6 +38,8 @@ from labkit.grading.exercises.ex09.commands import (
     _until_under_way,
 )
 from labkit.grading.exercises.ex09.consumers import GROUP, RUN_S, Stream, expect_once_each, stream
+from labkit.grading.exercises.ex09.delivery_checks import HELD_JOB, HELD_WORK_S
+from labkit.grading.exercises.ex09.heldjob import gate_in
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 
@@ -1069,6 +1074,40 @@ SOON_S = 5.0
 BUSY_PER_S = 150
 
 
+#: How long after 'b' joined the group returns_soon_after_the_others_finish waits for it
+#: to read the PEL (XPENDING, XINFO) before 'a' ends its job all the same.
+PEL_READ_S = 5.0
+#: How long 'b' goes on after that read before 'a' ends its job: its decision is made.
+AFTER_READ_S = 0.2
+
+
+def _pel_reads(r: Any) -> int | None:
+    """How many XPENDINGs and XINFOs the Redis has run since it started, or None."""
+    with contextlib.suppress(Exception):
+        stats = r.info("commandstats")
+        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in
+                   ("xpending", "xinfo|consumers", "xinfo|groups", "xinfo|stream"))  # fmt: skip
+    return None
+
+
+def _until_it_read_the_pel(s: Stream, other: subprocess.Popen[str]) -> None:
+    """Return once ``other`` is a member of the group and has read the PEL since (or
+    ``PEL_READ_S`` passed, or it ended), and ``AFTER_READ_S`` more: by then it has seen
+    'slow' pending, held by 'a', and chosen how long to wait."""
+    clock = SystemClock()
+    deadline, joined, before = clock.now() + RUN_S, None, None
+    while clock.now() < deadline and other.poll() is None:
+        if joined is None and any(c["name"] != "a" for c in s.r.xinfo_consumers(s.stream, GROUP)):
+            joined, before = clock.now(), _pel_reads(s.r)
+        if joined is not None:
+            now = _pel_reads(s.r)
+            # The check's own XINFO CONSUMERS above counts once, before the baseline.
+            if before is None or now is None or now > before or clock.now() - joined >= PEL_READ_S:
+                clock.sleep(AFTER_READ_S)
+                return
+        clock.sleep(0.02)
+
+
 @CHECKS.add(
     1,
     "while another consumer holds an entry, look again about every 50 ms: return soon "
@@ -1076,11 +1115,12 @@ BUSY_PER_S = 150
     60,
 )
 def returns_soon_after_the_others_finish(ns: Namespace) -> None:
-    import subprocess
-
-    with stream(ns) as s:
-        s.add("slow", cents=100, work_s=1)
-        worker = s.start("a", idle_ms=600_000)
+    with stream(ns) as s, gate_in(ns.workdir) as gate:
+        s.add("slow", cents=100, work_s=HELD_WORK_S)
+        # 'a' works on 'slow' until 'b' has looked at the PEL (ex09/heldjob.py), however
+        # long a loaded machine takes to start 'b': a job of a fixed second once ended
+        # first, and a 'b' that waits idle_ms found nothing pending and passed.
+        worker = s.start("a", idle_ms=600_000, runner=(*HELD_JOB, str(gate), str(HELD_WORK_S)))
         s.wait_held(worker, "a", "slow")
         # What is sent while 'b' waits, read as sent ('a' sends nothing while it works):
         # a look again at once, with no pause and no BLOCK, is thousands a second.
@@ -1088,6 +1128,10 @@ def returns_soon_after_the_others_finish(ns: Namespace) -> None:
         with _monitored(s.url, s.prefix) as sent:
             began = clock.now()
             other = s.start("b", idle_ms=600_000)  # finds 'slow' pending, held by 'a'
+            try:
+                _until_it_read_the_pel(s, other)
+            finally:
+                gate.touch()
             s.finish(worker, _("the consumer working on the slow entry"))
             try:
                 other.communicate(timeout=SOON_S)

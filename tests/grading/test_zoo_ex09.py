@@ -710,6 +710,30 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        # Half of idle_ms, "to be safe": the check's live entry looks idle for 500000 ms
+        # of idle_ms 600000, not for exactly half of it (a threshold equal to the idle the
+        # check set once passed by luck).
+        "XAUTOCLAIM at half idle_ms (idle_ms // 2)",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            (
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms // 2,",
+            )
+        ],
+    ),
+    (
+        # A margin of its own: a live consumer's entry idle for 5/6 of idle_ms is taken.
+        "XAUTOCLAIM at three quarters of idle_ms (a margin before the holder's time is up)",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            (
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms * 3 // 4,",
+            )
+        ],
+    ),
+    (
         # An entry sent an hour ago and read a second ago looks idle for an hour: taken
         # from the consumer still working on it.
         "idle judged by the age in the entry's ID, then XCLAIM with min-idle-time 0",

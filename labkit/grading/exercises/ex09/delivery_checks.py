@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from labkit.clock import SystemClock
 from labkit.grading.checks import Namespace, expect
@@ -23,6 +24,7 @@ from labkit.grading.exercises.ex09.consumers import (
     stream,
 )
 from labkit.grading.exercises.ex09.fastclock import FAST
+from labkit.grading.exercises.ex09.heldjob import gate_in
 from labkit.lang import _
 
 
@@ -181,6 +183,15 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
         )
 
 
+#: How ``leaves_a_live_consumers_entry_alone`` runs its first consumer: the work on
+#: 'slow' (a sleep of ``HELD_WORK_S``) lasts until the check opens a gate (a file).
+HELD_JOB = ("-m", "labkit.grading.exercises.ex09.heldjob")
+HELD_WORK_S = 2.0
+#: How long 'slow' looks idle while 'a' works on it: well under idle_ms (600000), with
+#: over a minute to spare on a loaded machine, and above any share of idle_ms up to 5/6.
+LIVE_IDLE_MS = 500_000
+
+
 #: How ``leaves_a_live_consumers_entry_alone`` runs its second consumer: with a clock
 #: that runs fast while it sleeps (a give-up after a time of its own shows in seconds).
 FAST_CLOCK = ("-m", "labkit.grading.exercises.ex09.fastclock")
@@ -196,17 +207,20 @@ FAST_CLOCK = ("-m", "labkit.grading.exercises.ex09.fastclock")
     severe=True,
 )
 def leaves_a_live_consumers_entry_alone(ns: Namespace) -> None:
-    with stream(ns) as s:
+    with stream(ns) as s, gate_in(ns.workdir) as gate:
         # Sent an hour ago (its ID says so) and only now read: its age is not its idle
         # time, which counts from its last delivery.
         sent = int(s.r.time()[0]) * 1000 - 3_600_000
-        entry = s.add("slow", at=f"{sent}-0", cents=100, work_s=2)
-        worker = s.start("a", idle_ms=600_000)
+        entry = s.add("slow", at=f"{sent}-0", cents=100, work_s=HELD_WORK_S)
+        # Its work lasts until the check opens the gate (ex09/heldjob.py): once 'b' has
+        # started and looked long enough, however long a loaded machine takes to start it.
+        worker = s.start("a", idle_ms=600_000, runner=(*HELD_JOB, str(gate), str(HELD_WORK_S)))
         s.wait_held(worker, "a", "slow")
-        # As if 'a' had been at it for 5 minutes (a long job): still 'a's, idle_ms being
+        # As if 'a' had been at it for LIVE_IDLE_MS (a long job): still 'a's, idle_ms being
         # 10 minutes. XCLAIM ... IDLE sets the idle time; JUSTID adds no delivery. A
-        # threshold of the consumer's own (5 s, a minute) takes the entry from 'a'.
-        s.r.xclaim(s.stream, GROUP, "a", 0, [entry], idle=300_000, justid=True)
+        # threshold of the consumer's own (5 s, a minute) takes the entry from 'a', and so
+        # does a share of idle_ms (half of it, three quarters).
+        s.r.xclaim(s.stream, GROUP, "a", 0, [entry], idle=LIVE_IDLE_MS, justid=True)
         # One more entry, held by a consumer of the check's own (read just now: not idle),
         # XACKed by the check only once 'b' has waited: while it is pending, neither
         # consumer may return. In one MULTI, so no consumer reads it first.
@@ -219,12 +233,17 @@ def leaves_a_live_consumers_entry_alone(ns: Namespace) -> None:
         # is more than an hour by its clock, and it looks again hundreds of times a
         # second (a count of empty rounds runs out too); it must still be waiting.
         other = s.start("b", idle_ms=600_000, runner=FAST_CLOCK)
-        owners, ended = _owners_while_kept(s, worker, other, entry)
+        try:
+            owners, ended = _owners_while_kept(s, worker, other, entry, gate)
+        finally:
+            gate.touch()
         s.r.xack(s.stream, GROUP, kept)
         s.finish(worker, _("the consumer working on the slow entry"))
         s.finish(other, _("a second consumer next to it"), late_ok=True)
-        expect(owners == ["a"], "only 'a' to hold 'slow' while it worked on it (idle 300000 "
-               "ms, idle_ms 600000 for both)", _("held by {owners}").format(owners=owners),
+        expect(owners == ["a"],
+               _("only 'a' to hold 'slow' while it worked on it (idle {idle} ms, idle_ms "
+                 "600000 for both)").format(idle=LIVE_IDLE_MS),
+               _("held by {owners}").format(owners=owners),
                "pass idle_ms to XAUTOCLAIM as its min-idle-time: the idle time counts "
                "from the entry's last delivery, not from the time in its ID")  # fmt: skip
         expect(s.dead() == [], "no dead letter (the entry was healthy)", s.dead())
@@ -252,16 +271,18 @@ def leaves_a_live_consumers_entry_alone(ns: Namespace) -> None:
 ELSEWHERE = "elsewhere-busy"
 
 
-#: Seconds 'b' is a member of the group (it has looked) before 'elsewhere' is XACKed:
-#: time for a round and its pause of about 50 ms on a loaded machine.
+#: Seconds 'b' is a member of the group (it has looked) before the gate of 'slow' opens
+#: and 'elsewhere' is XACKed: time for a round and its pause of about 50 ms on a loaded
+#: machine.
 WAITED_S = 0.5
 
 
-#: XREADGROUPs Redis runs after 'b' starts before 'elsewhere' is XACKed: some two hundred
-#: rounds of 'b' (its own pending, then new entries), which its fast clock makes in well
-#: under the two seconds 'a' works on an idle machine; a count of empty rounds of its own
-#: (give up after 100) runs out first. Waited for at most ``LOOKS_S`` after 'b' joined:
-#: a consumer that pauses a second between looks is slow, not wrong.
+#: XREADGROUPs Redis runs after 'b' starts before the gate of 'slow' opens and
+#: 'elsewhere' is XACKed: some two hundred rounds of 'b' (its own pending, then new
+#: entries), which its fast clock makes in well under a second on an idle machine; a
+#: count of empty rounds of its own (give up after 100) runs out first. Waited for at
+#: most ``LOOKS_S`` after 'b' joined: a consumer that pauses a second between looks is
+#: slow, not wrong.
 LOOKS = 400
 
 
@@ -269,12 +290,18 @@ LOOKS_S = 3.0
 
 
 def _owners_while_kept(
-    s: Stream, worker: subprocess.Popen[str], other: subprocess.Popen[str], entry_id: str
+    s: Stream,
+    worker: subprocess.Popen[str],
+    other: subprocess.Popen[str],
+    entry_id: str,
+    gate: Path,
 ) -> tuple[list[str], list[str]]:
     """While 'elsewhere' is pending: each consumer the PEL showed holding ``entry_id``,
-    in order, and the consumers ('a', 'b') seen ended meanwhile. It ends once ``entry_id``
-    is no longer pending and 'b' has been a member of the group for ``WAITED_S``, and
-    Redis has run ``LOOKS`` XREADGROUPs since (or ``LOOKS_S`` have passed)."""
+    in order, and the consumers ('a', 'b') seen ended meanwhile. Once 'b' has been a
+    member of the group for ``WAITED_S`` and Redis has run ``LOOKS`` XREADGROUPs since
+    (or ``LOOKS_S`` have passed), it opens ``gate`` (the work on ``entry_id`` ends), and
+    it ends once ``entry_id`` is no longer pending. No fixed time: 'a' holds the entry
+    for as long as 'b' takes to start and look, on a machine however loaded."""
     owners: list[str] = []
     clock = SystemClock()
     deadline, since, reads = clock.now() + RUN_S, None, _reads_so_far(s.r)
@@ -291,10 +318,12 @@ def _owners_while_kept(
             c["name"] not in ("a", ELSEWHERE) for c in s.r.xinfo_consumers(s.stream, GROUP)
         ):
             since = clock.now()
-        if not held and since is not None and clock.now() - since >= WAITED_S:
+        if not gate.exists() and since is not None and clock.now() - since >= WAITED_S:
             now = _reads_so_far(s.r)
             looked = reads is None or now is None or now - reads >= LOOKS
             if looked or clock.now() - since >= LOOKS_S:
-                break
+                gate.touch()
+        if not held and gate.exists():
+            break
         clock.sleep(0.02)
     return owners, []
