@@ -8486,6 +8486,61 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _reference_serial(conn, worker[:64], now, lease_s)
         """,
     ),
+    # A relay that "spares the consumer a duplicate": a row whose topic and body it
+    # already published this run is marked sent unpublished. Two facts stated alike
+    # (a second partial refund) are two messages: the second is lost.
+    (
+        "ex11",
+        "the relay publishes a (topic, body) once a run, marks its look-alikes sent unpublished",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent, seen = [], set()
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                if (topic, body) not in seen:
+                    publish(topic, mid, body)
+                    seen.add((topic, body))
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    # A retry told by its content: the request with another total writes nothing (DO
+    # NOTHING) but returns True, so the caller reports a new order that was never saved.
+    (
+        "ex11",
+        "place_order returns True for a retry whose total changed (a retry told by content)",
+        "a_retried_order_leaves_its_sent_message_alone",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                same = conn.execute(
+                    "SELECT 1 FROM orders WHERE id = ? AND customer = ? AND total = ?",
+                    (order_id, customer, total),
+                ).fetchone()
+                if same is None:
+                    conn.execute(
+                        "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                        " ON CONFLICT (id) DO NOTHING", (order_id, customer, total),
+                    )
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)"
+                        " ON CONFLICT (message_id) DO NOTHING",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return same is None
+        """,
+    ),
 ]
 
 
@@ -9241,6 +9296,7 @@ SEVERE = [
     "place_order tells a new order by the id RETURNING gave (order 0 taken for a retry)",
     "the consumer sends an email only for a truthy order_id (order 0's message applied, "
     "never emailed)",
+    "the relay publishes a (topic, body) once a run, marks its look-alikes sent unpublished",
 ]
 
 
@@ -10481,6 +10537,35 @@ def place_order(conn, order_id, customer, total):
                 (f"order:{order_id}:placed:v1", body),
             )
     return created is not None
+""",
+    ),
+    (
+        "place_order tells a new order by SELECT changes() after its INSERT ... DO NOTHING, "
+        "conn.commit() and conn.rollback() around BEGIN IMMEDIATE (a retry with another "
+        "total is False)",
+        "a_retried_order_leaves_its_sent_message_alone",
+        """
+import json
+def place_order(conn, order_id, customer, total):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (order_id, customer, total),
+        )
+        new = conn.execute("SELECT changes()").fetchone()[0] == 1
+        if new:
+            body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+            conn.execute(
+                "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                (f"order:{order_id}:placed:v1", body),
+            )
+        conn.commit()
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+    return new
 """,
     ),
 ]
