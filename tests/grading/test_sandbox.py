@@ -122,3 +122,29 @@ def test_two_graders_with_other_temporary_folders_claim_other_uids(tmp_path: Pat
             p.kill()
             p.wait()
     assert uids[0] != uids[1]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="uids are root's")
+def test_claiming_a_uid_kills_what_a_dead_grader_left_running_as_it() -> None:
+    # A SIGKILLed grader's student processes may outlive it as its uid; the next grader
+    # to claim that uid would have them count against its per-uid process limit.
+    claim = (
+        "from labkit.grading.isolation.confine import student_uid; print(student_uid())"
+    )
+    for _attempt in range(5):  # another grader of the suite may take the uid meanwhile
+        free = int(subprocess.run([sys.executable, "-c", claim], capture_output=True,
+                                  text=True, check=True).stdout)
+        orphan = subprocess.Popen(["sleep", "60"], user=free, group=free,
+                                  start_new_session=True)
+        try:
+            again = int(subprocess.run([sys.executable, "-c", claim], capture_output=True,
+                                       text=True, check=True).stdout)
+            if again != free:
+                continue
+            assert orphan.wait(10) == -9, "the orphan of a dead grader outlived the claim"
+            return
+        finally:
+            if orphan.poll() is None:
+                orphan.kill()
+            orphan.wait()
+    pytest.fail("five claims in a row took another uid than the free one found")

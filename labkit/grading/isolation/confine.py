@@ -80,6 +80,10 @@ def student_uid(lane: int = 0) -> int:
             except OSError:
                 os.close(fd)
                 continue
+            # No live grader holds this uid now: whatever still runs as it was left by
+            # one that died (a SIGKILLed grader's orphans), and would count against this
+            # run's process limit, which is per uid.
+            kill_all_of(BASE_UID + n)
             _claimed[lane] = (BASE_UID + n, fd)
             return _claimed[lane][0]
     raise RuntimeError(f"all {UIDS} grading uids are in use: too many graders at once")
@@ -379,18 +383,23 @@ class Confinement:
     def sweep(self) -> int:
         """Kill every process running as the student uid (Linux ``/proc``); how many were found."""
         uid = self.uid()
-        if uid is None or not Path("/proc/self/status").exists():
-            return 0
-        found = 0
-        for _ in range(20):  # a forking process can add children while we look
-            pids = _pids_of(uid)
-            if not pids:
-                break
-            found += len(pids)
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-        return found
+        return 0 if uid is None else kill_all_of(uid)
+
+
+def kill_all_of(uid: int) -> int:
+    """SIGKILL every process running as ``uid`` (Linux ``/proc``); how many were found."""
+    if not Path("/proc/self/status").exists():
+        return 0
+    found = 0
+    for _ in range(20):  # a forking process can add children while we look
+        pids = _pids_of(uid)
+        if not pids:
+            break
+        found += len(pids)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    return found
 
 
 def _account_files(uid: int) -> dict[str, Path]:

@@ -318,7 +318,10 @@ def served(
         except RuntimeError:
             raise CheckFailed(
                 _("{file} to start as a server").format(file=APP_FILE),
-                _("it exited; its log ends with: {log_tail}").format(log_tail=app.log_tail()),
+                # The code tells a crash of the app (1) from a kill from outside (-9).
+                _("it exited with code {code}; its log ends with: {log_tail}").format(
+                    code=proc.poll(), log_tail=app.log_tail()
+                ),
                 "run the %%writefile cell and then `import ex10_app` in a cell to see the error",
             ) from None
         yield app
