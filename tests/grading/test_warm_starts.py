@@ -36,15 +36,19 @@ PRELOADED = "decimal"
 
 #: Prints what the program was given, as JSON, to stdout.
 SHOW = f"""
-import json, os, sys, time
+import json, os, signal, sys, time
 warm = {PRELOADED!r} in sys.modules
+# How the program starts out handling signals: a new interpreter ignores SIGPIPE (a
+# write to a closed socket raises, instead of killing it) and raises KeyboardInterrupt.
+handlers = {{name: str(signal.getsignal(getattr(signal, name)))
+            for name in ("SIGPIPE", "SIGINT", "SIGTERM", "SIGCHLD")}}
 extra = os.fdopen(int(os.environ["EXTRA_FD"]), "w")
 extra.write("through the extra descriptor")
 extra.close()
 print(json.dumps({{
     "warm": warm, "argv": sys.argv[1:], "cwd": os.getcwd(), "mine": os.environ.get("MINE"),
     "hash": hash("salted"), "zone": time.strftime("%z", time.localtime(0)),
-    "main": __name__, "path0": sys.path[0],
+    "main": __name__, "path0": sys.path[0], "signals": handlers,
 }}))
 sys.exit(int(os.environ.get("CODE", "0")))
 """
@@ -99,7 +103,7 @@ def test_a_warm_start_is_forked_and_gets_what_a_plain_start_gets(student: Studen
     assert forked, "the warm start was not forked from a zygote"
     assert warm["warm"] is True and plain["warm"] is False
     assert through == "through the extra descriptor"
-    for key in ("argv", "cwd", "mine", "hash", "zone", "main", "path0", "code"):
+    for key in ("argv", "cwd", "mine", "hash", "zone", "main", "path0", "code", "signals"):
         assert warm[key] == plain[key], (key, warm[key], plain[key])
     assert warm["zone"] == "+0530" and warm["code"] == 3 and warm["main"] == "__main__"
 

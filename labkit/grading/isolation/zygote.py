@@ -127,7 +127,14 @@ def _start(
 
 def _child(request: dict[str, Any], fds: list[int], gate: int) -> int:
     os.setsid()
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+    # As a new interpreter starts (a plain start's): SIGPIPE ignored, so a write to a
+    # socket its client closed raises BrokenPipeError instead of killing the program
+    # (a server forked with SIGPIPE at its default died, silently, when a check's
+    # first request timed out on a loaded machine: code -13); SIGINT raises
+    # KeyboardInterrupt; the rest at their defaults.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for number in (signal.SIGTERM, signal.SIGCHLD):
         signal.signal(number, signal.SIG_DFL)
     if os.read(gate, 1) != b"g":
         return 1  # the grader never let it run (it closed the zygote, or the check ended)
