@@ -16,13 +16,11 @@ max_deliveries runs with a reason."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import shutil
 import subprocess
 import uuid
-from typing import Any
 
 from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
@@ -36,6 +34,7 @@ from labkit.grading.exercises.ex09.commands import (
     _record_removals,
     _trims,
     _until_under_way,
+    calls_so_far,
 )
 from labkit.grading.exercises.ex09.consumers import GROUP, RUN_S, Stream, expect_once_each, stream
 from labkit.grading.exercises.ex09.delivery_checks import HELD_JOB, HELD_WORK_S
@@ -1081,13 +1080,8 @@ PEL_READ_S = 5.0
 AFTER_READ_S = 0.2
 
 
-def _pel_reads(r: Any) -> int | None:
-    """How many XPENDINGs and XINFOs the Redis has run since it started, or None."""
-    with contextlib.suppress(Exception):
-        stats = r.info("commandstats")
-        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in
-                   ("xpending", "xinfo|consumers", "xinfo|groups", "xinfo|stream"))  # fmt: skip
-    return None
+#: The commands that read the PEL or the group's consumers.
+PEL_READS = ("xpending", "xinfo|consumers", "xinfo|groups", "xinfo|stream")
 
 
 def _until_it_read_the_pel(s: Stream, other: subprocess.Popen[str]) -> None:
@@ -1098,9 +1092,9 @@ def _until_it_read_the_pel(s: Stream, other: subprocess.Popen[str]) -> None:
     deadline, joined, before = clock.now() + RUN_S, None, None
     while clock.now() < deadline and other.poll() is None:
         if joined is None and any(c["name"] != "a" for c in s.r.xinfo_consumers(s.stream, GROUP)):
-            joined, before = clock.now(), _pel_reads(s.r)
+            joined, before = clock.now(), calls_so_far(s.r, *PEL_READS)
         if joined is not None:
-            now = _pel_reads(s.r)
+            now = calls_so_far(s.r, *PEL_READS)
             # The check's own XINFO CONSUMERS above counts once, before the baseline.
             if before is None or now is None or now > before or clock.now() - joined >= PEL_READ_S:
                 clock.sleep(AFTER_READ_S)

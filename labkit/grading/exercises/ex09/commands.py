@@ -240,12 +240,13 @@ def _foreign_names(commands: list[list[str]], stream: str, consumer: str) -> lis
     return list(dict.fromkeys(foreign))
 
 
-def _reads_so_far(r: Any) -> int | None:
-    """How many XREADGROUPs the Redis has run since it started (INFO commandstats), or
-    None when it will not say. Other clients' reads count too: only ever more."""
+def calls_so_far(r: Any, *commands: str) -> int | None:
+    """How many of ``commands`` (``"xreadgroup"``, ``"xinfo|consumers"``) the Redis has
+    run since it started (INFO commandstats), or None when it will not say. Other
+    clients' calls count too: only ever more."""
     with contextlib.suppress(Exception):
-        stats = r.info("commandstats").get("cmdstat_xreadgroup", {})
-        return int(stats.get("calls", 0))
+        stats = r.info("commandstats")
+        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in commands)
     return None
 
 

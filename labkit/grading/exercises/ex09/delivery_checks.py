@@ -13,7 +13,7 @@ from labkit.grading.checks import Namespace, expect
 from labkit.grading.exercises.ex09.commands import (
     _foreign_names,
     _monitored,
-    _reads_so_far,
+    calls_so_far,
 )
 from labkit.grading.exercises.ex09.consumers import (
     CHECKS,
@@ -304,7 +304,7 @@ def _owners_while_kept(
     for as long as 'b' takes to start and look, on a machine however loaded."""
     owners: list[str] = []
     clock = SystemClock()
-    deadline, since, reads = clock.now() + RUN_S, None, _reads_so_far(s.r)
+    deadline, since, reads = clock.now() + RUN_S, None, calls_so_far(s.r, "xreadgroup")
     while clock.now() < deadline:
         ended = [n for n, p in (("a", worker), ("b", other)) if p.poll() is not None]
         if ended:
@@ -319,7 +319,7 @@ def _owners_while_kept(
         ):
             since = clock.now()
         if not gate.exists() and since is not None and clock.now() - since >= WAITED_S:
-            now = _reads_so_far(s.r)
+            now = calls_so_far(s.r, "xreadgroup")
             looked = reads is None or now is None or now - reads >= LOOKS
             if looked or clock.now() - since >= LOOKS_S:
                 gate.touch()
