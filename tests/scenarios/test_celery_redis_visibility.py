@@ -60,13 +60,22 @@ def test_a_short_restore_interval_lets_the_live_worker_restore_it(redis_url, tmp
 
 
 def test_a_countdown_longer_than_the_visibility_timeout_runs_twice(redis_url, tmp_path):
+    # The countdown must outlast worker b's start: b restores the held message only while
+    # worker a still holds it unacked, and a acks it once it ran at its ETA. A 5 s
+    # countdown lost that race in CI, where a worker took over 3 s to start.
+    countdown = 15
+    clock = SystemClock()
     with CeleryRun(redis_url, tmp_path, transport_options={"visibility_timeout": 1}) as run:
         run.worker("a")
-        run.send("lab.charge_late_reject", "ack_late", "eta", "cus_1", 100, countdown=5)
-        SystemClock().sleep(1.5)
-        assert run.unacked() == 1  # held by worker a until its ETA
+        sent = clock.now()
+        run.send("lab.charge_late_reject", "ack_late", "eta", "cus_1", 100, countdown=countdown)
+        run.wait_unacked(1)  # held by worker a until its ETA
+        clock.sleep(1.5)  # older than the visibility timeout
         run.worker("b")
+        started = clock.now() - sent
+        assert started < countdown - 1, f"worker b took until {started:.1f}s, past the ETA"
+        assert run.count("eta") == 0 and run.unacked() >= 1
         run.wait_effects("eta", 2, timeout=60)  # a bound for a loaded machine (CI saw 30 s pass)
-        SystemClock().sleep(1)
+        clock.sleep(1)
         assert run.count("eta") == 2
     assert celery_harness.leftovers(run.config.tag) == []
