@@ -105,32 +105,35 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 #: The files that run longest in `make test`: seconds each took on its worker in one run
-#: with CI's settings on 2 cores (2026-12-07, per-test wall summed by file). The run hands
-#: whole files to its workers (--dist loadfile, in collection order:
-#: --no-loadscope-reorder), so they go longest first (longest-processing-time first): a
-#: long file handed out late sets the end of the run while the other workers idle (the
-#: red-team zoo of exercise 6, three minutes on a loaded worker, started at 481 s once
-#: and ended the run 44 s after the rest). The kit is built while the run collects
-#: (``pytest_sessionstart``), ready before the first test starts, so the kit's lessons
-#: need not wait behind the others.
+#: with CI's settings on 2 cores (2026-12-08, per-test wall summed by file, the run's two
+#: cores busy from the first test to the last; estimated where that day's cuts changed a
+#: file). The run hands whole files to its workers (--dist loadfile, in collection
+#: order: --no-loadscope-reorder), so they go longest first (longest-processing-time
+#: first): a long file handed out late sets the end of the run while the other workers
+#: idle (the red-team zoo of exercise 6, three minutes on a loaded worker, started at
+#: 481 s once and ended the run 44 s after the rest). The kit is built while the run
+#: collects (``pytest_sessionstart``), ready before the first test starts, so the kit's
+#: lessons need not wait behind the others.
 LONGEST: dict[str, int] = {
-    "kit/test_kit_lessons.py": 204,
-    "grading/test_service_exercises_graded.py": 138,
-    "grading/test_ex08_graded.py": 118,
-    "grading/test_every_exercise_graded.py": 118,
-    "browser/test_lab_in_chromium.py": 99,
-    "grading/test_grade_end_to_end.py": 81,
-    "kit/test_kit_lessons_pt_br.py": 57,
-    "grading/test_hostile_submissions.py": 53,
-    "kit/test_kit_exercises.py": 47,
-    "grading/test_zoo_ex08.py": 46,
-    "scenarios/test_explore_real_kill.py": 40,
-    "grading/test_zoo_ex12.py": 37,
-    "grading/test_zoo_ex05.py": 36,
-    "grading/test_checks_feedback.py": 35,
-    "grading/test_zoo_ex10.py": 33,
-    "reliability/test_chaos.py": 22,
-    "grading/test_zoo_ex09.py": 21,
+    "grading/test_every_exercise_graded.py": 230,
+    "kit/test_kit_lessons.py": 195,
+    "kit/test_kit_lessons_odd.py": 185,
+    "browser/test_lab_in_chromium.py": 170,
+    "grading/test_ex08_graded.py": 160,
+    "grading/test_service_exercises_graded.py": 120,
+    "grading/test_grade_end_to_end.py": 90,
+    "grading/test_hostile_submissions.py": 77,
+    "grading/test_zoo_ex10.py": 75,
+    "grading/test_zoo_ex08.py": 70,
+    "grading/test_checks_feedback.py": 63,
+    "grading/test_grading_bench_smoke.py": 58,
+    "kit/test_kit_untouched.py": 55,
+    "kit/test_kit_exercises.py": 50,
+    "grading/test_zoo_ex14.py": 50,
+    "grading/test_zoo_ex12.py": 45,
+    "grading/test_gradescope_autograder.py": 44,
+    "kit/test_kit_lessons_pt_br.py": 40,
+    "scenarios/test_explore_real_kill.py": 38,
 }
 
 _TESTS = Path(__file__).resolve().parent

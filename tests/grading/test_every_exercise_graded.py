@@ -6,8 +6,8 @@ class, the reference (full marks), the untouched stub (zero, "not started") and 
 of the project's zoo for each of the other eleven exercises, through the confined
 grader, and checks each wrong solution is caught there by the check named after its
 mistake, saying what its zoo records, capped at half when that check is severe. The
-entries are one of each check that kills, races or restarts the student's code, and one
-more of each exercise, drawn by ``LABKIT_ZOO_SEED`` (``zoograding.in_the_sandbox``): CI's
+entries are, of each exercise, one caught by a check that kills, races or restarts the
+student's code, and one more, drawn by ``LABKIT_ZOO_SEED`` (``zoograding.in_the_sandbox``): CI's
 turn is the commit's place in the history, so successive commits grade every entry in turn;
 ``LABKIT_ZOO_SEED=all`` grades the whole zoo at once. That in-process grading gives every
 notebook the score the sandbox gives is ``bench/grading.py --same-scores``'s to show.

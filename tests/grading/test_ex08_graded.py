@@ -43,7 +43,7 @@ HALF = TOTAL // 2
 EARLY_ACK_REMOVES = (
     "    app.conf.task_acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
 )
-#: What "mallory" appends to a correct ex08_tasks.py: on every worker's import, reach for
+#: What the hostile notebook appends to its ex08_tasks.py: on every worker's import, reach for
 #: the machine's Redis and PostgreSQL, and run a program on the host through PostgreSQL.
 ATTACK = """
 
@@ -77,21 +77,19 @@ def graded(
         (subs / student).mkdir(parents=True)
         notebook = notebook_for(folder, "ex08")
         shutil.copyfile(notebook, subs / student / notebook.name)
-    # A wrong one: Celery's default early ack (the two settings deleted). Its kills must
-    # cost it marks under the grader too, so the kills really land in the sandbox.
+    # A wrong and hostile one: Celery's default early ack (the two settings deleted),
+    # plus the attack on every worker's import. Its kills must cost it marks under the
+    # grader too, so the kills really land in the sandbox; the attack must reach nothing
+    # of the machine and change none of its marks. (Two notebooks until 2026-12-08, a
+    # full ex08 grading each, about 50 s of a loaded worker.)
     wrong = nbformat.read(subs / "ref" / notebook_for(SOLUTIONS, "ex08").name, as_version=4)
     cell = next(c for c in wrong.cells if c.source.startswith("%%writefile ex08_tasks.py"))
     assert EARLY_ACK_REMOVES in cell.source
     cell.source = cell.source.replace(EARLY_ACK_REMOVES, "")
-    (subs / "early").mkdir()
-    nbformat.write(wrong, subs / "early" / "ex08_celery.ipynb")
-    # A hostile one: correct, plus the attack on every worker's import.
-    hostile = nbformat.read(subs / "ref" / notebook_for(SOLUTIONS, "ex08").name, as_version=4)
-    cell = next(c for c in hostile.cells if c.source.startswith("%%writefile ex08_tasks.py"))
     tag, marker = f"mallory_{root.name}".replace("-", "_"), root / "ran-on-the-host"
     cell.source += ATTACK.format(tag=tag, marker=marker)
-    (subs / "mallory").mkdir()
-    nbformat.write(hostile, subs / "mallory" / "ex08_celery.ipynb")
+    (subs / "early").mkdir()
+    nbformat.write(wrong, subs / "early" / "ex08_celery.ipynb")
     # A wrong one that keeps its dedup record in Redis: the notebook's own Redis answers
     # where the lab's does in check(), so the check named after the mistake catches it
     # and the others pass, instead of every check failing on a refused connection.
@@ -142,10 +140,18 @@ def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> No
     # A lost charge is a severe mistake: the score is capped at half, and says why.
     assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) <= HALF, text
     assert f"score capped at half ({HALF}): worker_killed_before_the_charge" in text
-    assert "worker_starts_and_charges_once | 1/1 | passed" in text
     assert "worker_killed_before_the_charge (severe) | 0/3 | failed" in text
     assert "whole_worker_killed_before_the_charge (severe) | 0/2 | failed" in text
     assert "0 charge rows" in text  # failed by counting the rows, not by a harness error
+    # The checks an early ack does not lose, it keeps, attack and all: each worker ran
+    # the attack as it imported the tasks, and it cost none of these.
+    for check in (
+        "worker_starts_and_charges_once | 1/1 | passed",
+        "two_invoices_two_charges (hidden, severe) | 2/2 | passed",
+        "duplicate_message_charges_once (hidden, severe) | 1/1 | passed",
+        "replies_charged_or_already_charged (hidden, severe) | 1/1 | passed",
+    ):
+        assert check in text, text
 
 
 def test_a_dedup_record_in_redis_is_caught_by_its_check_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
@@ -157,14 +163,12 @@ def test_a_dedup_record_in_redis_is_caught_by_its_check_under_the_confined_grade
 
 
 @pytest.mark.skipif(netns.available() is not None, reason=f"{netns.available()}")
-def test_a_hostile_worker_reaches_nothing_of_the_machine_and_keeps_its_honest_marks(graded) -> None:  # type: ignore[no-untyped-def]
+def test_a_hostile_worker_reaches_nothing_of_the_machine(graded) -> None:  # type: ignore[no-untyped-def]
     import psycopg
     import redis
 
     rows, feedback, _ = graded
-    assert rows["mallory"] == [str(TOTAL), str(TOTAL), "graded"], (
-        feedback / "mallory.md"
-    ).read_text()
+    assert rows["early"][2] == "graded", (feedback / "early.md").read_text()
     assert rows["ref"] == [str(TOTAL), str(TOTAL), "graded"]  # graded beside it (--jobs 2)
     tag = ATTACKS["tag"]
     assert redis.Redis(host="127.0.0.1", port=6379).get(tag) is None

@@ -11,13 +11,12 @@ more cell, which redefines a function or two with one mistake.
   variant still passes, ``runs_its_control``), each drawn by ``LABKIT_ZOO_SEED``.
 - ``in_the_sandbox`` picks the entries ``test_every_exercise_graded.py`` hands to
   ``labkit grade`` as students' notebooks (sandbox, own uids, every check, the session's
-  seed), each record judged by ``not_caught``: one entry of each check that kills, races
-  or restarts the student's code (``SWEPT``), so every such check is proven in the
-  sandbox on every turn, and ``ROTATING`` more of each exercise, all drawn by
-  ``LABKIT_ZOO_SEED``. A whole number is a turn of a rotation: CI passes the commit's
-  place in the history (``.ci/run``), and successive commits take successive slices of
-  a fixed order, so every entry is graded through the sandbox once in as many commits as
-  the longest such list holds entries (``rotation_covers_every_entry`` in
+  seed), each record judged by ``not_caught``: of each exercise, one entry caught by a
+  check that kills, races or restarts the student's code (``SWEPT``), and ``ROTATING``
+  more, all drawn by ``LABKIT_ZOO_SEED``. A whole number is a turn of a rotation: CI
+  passes the commit's place in the history (``.ci/run``), and successive commits take
+  successive slices of a fixed order, so every entry is graded through the sandbox once
+  in as many commits as the longest such list holds entries (``rotation_covers_every_entry`` in
   ``test_zoo.py``); anything else draws at random; ``all`` grades every one. The whole
   zoo through the sandbox costs minutes more than CI's ten allow (about 400 CPU-seconds
   for exercises 1-7 and 11-14 alone): ``bench/zoo.py`` grades it all.
@@ -76,10 +75,14 @@ SWEPT = frozenset(
 #: turn of the rotation; "all": every one).
 #: One since round 7 (952 entries): with two, ``make test`` took 806 s on a slow machine.
 ROTATING = 1
-#: Entries of each swept check graded in the sandbox per turn. Every one of them was,
-#: until round 17 brought them to 40 (nine for ex03's race alone): each is a whole
-#: notebook graded with every check, about 2 CPU-seconds and 3 s of a grading slot, and
-#: they made up most of the sandbox class's 200 s in CI's twelve minutes.
+#: Entries of each exercise's swept checks graded in the sandbox per turn, the exercise's
+#: swept checks taking turns among themselves. Every one of them was, until round 17
+#: brought them to 40 (nine for ex03's race alone): each is a whole notebook graded with
+#: every check, about 2 CPU-seconds and 3 s of a grading slot, and they made up most of
+#: the sandbox class's 200 s in CI's twelve minutes. One of each swept check per turn
+#: until 2026-12-08 (13 notebooks; 7 since), when CI's run took 20 minutes on a machine
+#: half as fast: the sandbox class was 300 s of it. A swept check is still proven in
+#: the sandbox on every turn by the reference, which it must let pass.
 SWEPT_ROTATING = 1
 ZOO_SEED = os.environ.get("LABKIT_ZOO_SEED") or str(SEED)
 
@@ -102,12 +105,12 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
     """The entries graded through the sandbox under ``seed``, in their order."""
     if seed == "all":
         return list(entries)
-    # Each rotation, with how many of its entries a turn takes: a swept check's own, or
-    # the rest of an exercise's.
+    # Each rotation, with how many of its entries a turn takes: an exercise's swept
+    # checks', or the rest of an exercise's.
     rotations: defaultdict[tuple[str, int], list[str]] = defaultdict(list)
     for entry in entries:
         if entry.check in SWEPT:
-            rotations[f"{entry.exercise}/{entry.check}", SWEPT_ROTATING].append(entry.mistake)
+            rotations[f"{entry.exercise}/swept", SWEPT_ROTATING].append(entry.mistake)
         else:
             rotations[entry.exercise, ROTATING].append(entry.mistake)
     drawn = {
@@ -196,6 +199,14 @@ def skip_unless_drawn(mistake: str, seed: str = ZOO_SEED) -> None:
     fifteen successive commits run every one); "all" runs every one, and ``bench/zoo.py`` grades
     every one through the sandbox."""
     _skip_unless("in-process", mistake, IN_PROCESS, seed)
+
+
+#: Of the right solutions written otherwise (``RIGHT`` of each zoo module), the share that
+#: runs in CI. All of them ran until 2026-12-08: 318 entries, 176 s of the suite's workers
+#: (a twelfth of them), when CI's run took 20 minutes on a machine half as fast. A
+#: quarter now, so four successive commits run every one; "all" runs every one, and
+#: ``bench/zoo.py --right`` grades every one through the sandbox.
+RIGHT_IN_PROCESS = 1 / 4
 
 
 def _skip_unless(what: str, mistake: str, share: float, seed: str) -> None:
@@ -304,12 +315,15 @@ def in_process_test(
 def right_test(exercise: str, right: list[tuple[str, str, str]]) -> Callable[..., None]:
     """A zoo module's test of right solutions written otherwise, ``RIGHT`` as ``(way, check,
     source)``: ``test_a_right_solution_written_otherwise_keeps_the_points =
-    right_test("exNN", RIGHT)``. Each keeps the check that once took its points."""
+    right_test("exNN", RIGHT)``. Each keeps the check that once took its points; a
+    quarter of them run per turn (``RIGHT_IN_PROCESS``), after each source compiled."""
 
     @pytest.mark.parametrize(("way", "check", "source"), right, ids=[w for w, *_ in right])
     def test_a_right_solution_written_otherwise_keeps_the_points(
         way: str, check: str, source: str
     ) -> None:
+        compiles(textwrap.dedent(source), way)
+        _skip_unless("right", way, RIGHT_IN_PROCESS, ZOO_SEED)
         [named] = [c for c in catalog.all_checks(exercise, HIDDEN) if c.name == check]
         with process_kept():
             got = run_check(named, Namespace(with_override(exercise, source)))

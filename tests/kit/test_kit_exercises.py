@@ -22,12 +22,12 @@ from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus
 
 pytestmark = pytest.mark.slow
-#: Exercises 8 and 9 run real Celery workers and Redis consumers in their checks (half
-#: this file's time on a 2-core CI machine). Their references are graded whole, public
-#: and hidden checks, through the sandbox (test_ex08_graded.py,
+#: Exercises 8, 9 and 10 run real Celery workers, Redis consumers and uvicorn servers in
+#: their checks (half this file's time on a 2-core CI machine). Their references are
+#: graded whole, public and hidden checks, through the sandbox (test_ex08_graded.py,
 #: test_service_exercises_graded.py); the packages they import run in the kit in lessons
-#: 13 and 14, and their kit stubs are graded in test_kit_untouched.py.
-GRADED_ELSEWHERE = {"ex08", "ex09"}
+#: 12, 13 and 14, and their kit stubs are graded in test_kit_untouched.py.
+GRADED_ELSEWHERE = {"ex08", "ex09", "ex10"}
 IDS = [e for e in catalog.exercises() if e not in GRADED_ELSEWHERE]
 
 
