@@ -87,6 +87,9 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     # change from a payload without the field.
     exact({"gift_wrap": False, "express": True, "amount_cents": 1990})
     exact({"order_id": 2**53 + 1, "ledger_id": -(2**63), "amount_cents": 1990})
+    # Past 64 bits too (a UUID's .int, a 128-bit ledger id): ints too wide for a BIGINT
+    # column written as text are still the ints the payload holds.
+    exact({"order_id": 2**64 + 7, "trace": 2**127 + 5, "amount_cents": 1990})
     # A list of texts in the order given (a fingerprint that sorts only the lists of
     # strings, "tags have no order", writes another JSON), and a text with its '\r\n' line
     # ends as given (not made '\n', not stripped of control characters).
@@ -243,6 +246,9 @@ TWIN_KEYS = [
     # "normalised" after a copy from a document) gives both one entry.
     ("billing:INV\t7:charge:v1", "billing:INV 7:charge:v1"),
     ("billing:INV\u00a07:charge:v1", "billing:INV 7:charge:v1"),
+    # Nor four blanks: a tab "expanded" as an editor does (replace('\t', '    ')) gives
+    # the two one entry.
+    ("billing:INV\t7:charge:v1", "billing:INV    7:charge:v1"),
     # A NUL character is part of a key too: a key with it dropped (PostgreSQL's text
     # columns refuse it) gives both one entry.
     ("billing:INV\x007:charge:v1", "billing:INV7:charge:v1"),

@@ -1693,3 +1693,36 @@ def making_a_breaker_swaps_no_lock(ns: Namespace) -> None:
             "alongside a thread that takes the new one"
         ),
     )
+
+
+@CHECKS.add(
+    1,
+    "a slow call's success recorded while the breaker is open closes it or leaves its "
+    "cooldown as it was: it does not start the cooldown again (the trial still goes out "
+    "cooldown_s after the opening)",
+)
+def a_late_success_keeps_the_cooldown(ns: Namespace) -> None:
+    steps = [["fail", 0]] * 3 + [["state", 0], ["advance", 12.5], ["ok", 0], ["state", 0]]
+    steps += [["advance", 17.5], ["allow", 0]]
+    out = ns.harness(HARNESS + "drive", steps, threshold=3, cooldown_s=30.0)
+    if len(out) < len(steps) or out[3] != "open":
+        return  # a_late_result_while_open_is_no_error and the public checks say so
+    after, allowed = out[6], out[-1]
+    expect(
+        allowed is True,
+        _(
+            "threshold=3, cooldown_s=30: 3 failures (open), 12.5 s later a slow call's "
+            "record_success(), 17.5 s later (30 s after the opening) allow() True: closed, "
+            "or the trial"
+        ),
+        _("state {after} after the success, allow() {allowed} 30 s after the opening").format(
+            after=repr(after), allowed=repr(allowed)
+        ),
+        _(
+            "a success recorded while open may close the breaker (the call worked) or leave "
+            "it open, but leave opened_at alone: a cooldown started again by each late "
+            "success holds every call back longer than cooldown_s, and a stream of slow "
+            "calls that succeed keeps the breaker from ever sending its trial"
+        ),
+    )
+

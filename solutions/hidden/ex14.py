@@ -556,6 +556,27 @@ def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
                 "without releasing again or writing its checkpoints anew"
             ),
         )
+    # Killed right after the release, before its checkpoint: the resume finds the
+    # release done in the ledger ({'skipped': key}) and must still checkpoint it, or
+    # every later delivery of the failed job goes back to the ledger.
+    with scene(ns, DECLINES) as folder:
+        run(ns, folder, order, 1, crash_after="ledger.transaction()#2")
+        got = run(ns, folder, order, 1)
+        steps = sorted(steps_of(folder, order["id"]))
+        expect(
+            got.get("returned") == "failed" and steps == ["charge", "release", "reserve"],
+            _(
+                "'failed' and the checkpoints reserve, charge (declined) and release, after "
+                "a kill right after the release and a resume that found it done"
+            ),
+            _("{returned}; checkpoints {steps}").format(
+                returned=repr(got.get("returned")), steps=steps
+            ),
+            _(
+                "checkpoint the release with whatever do_step returns, the reply of a release "
+                "found done too: a step found done is done"
+            ),
+        )
 
 
 def _ex14h_checkpoints(folder: Path, order_id: int) -> list[tuple[str, Any]]:
@@ -1765,6 +1786,25 @@ def the_jobs_row_keeps_its_first_policy_version(ns: Namespace) -> None:
                 ).format(order_id=ORDER["id"], version=first, resumed_version=then),
                 _("its row holds (policy_version, state) {rows}").format(rows=stored),
                 _("set only state = 'done' at the end; the row's policy_version never changes"),
+            )
+            # The finished job delivered once more after the deploy: its INSERT finds the
+            # row, and an upsert that moves a finished job to the call's version lies.
+            run(ns, folder, ORDER, then)
+            with reading(folder / "steps.db") as conn:
+                rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
+            stored = [(r["policy_version"], r["state"]) for r in rows]
+            expect(
+                stored == [(first, "done")],
+                _(
+                    "order {order_id}'s finished job row still holding policy_version "
+                    "{version} and 'done' after one more delivery with "
+                    "policy_version={resumed_version}"
+                ).format(order_id=ORDER["id"], version=first, resumed_version=then),
+                _("its row holds (policy_version, state) {rows}").format(rows=stored),
+                _(
+                    "insert the job with ON CONFLICT (order_id) DO NOTHING: no later call, "
+                    "finished job or not, may change the row's policy_version"
+                ),
             )
         # Declined on its resume: the 'failed' it ends with is the only change to its row.
         with scene(ns) as folder:

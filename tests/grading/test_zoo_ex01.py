@@ -4864,6 +4864,109 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        # Tabs expanded as an editor does, for aligned logs.
+        "ex01",
+        "key with the tabs in the id made four blanks ('INV<tab>7' and 'INV    7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            entity_id = str(entity_id).replace("\\t", "    ")
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # The same tab expansion applied to the key accept stores.
+        "ex01",
+        "accept remembers keys with their tabs made four blanks",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            key = key.replace("\\t", "    ")
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with {known[:12]}")
+            return False
+    """,
+    ),
+    (
+        # A one-line log message: the key's run of blanks collapsed, so it is not the key.
+        "ex01",
+        "conflict message with the key's blanks collapsed to one line (' '.join(key.split()))",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                shown = " ".join(key.split())
+                raise IdempotencyConflict(f"key {shown} was first used with {known[:12]}")
+            return False
+    """,
+    ),
+    (
+        # The key "tidied" for the message only.
+        "ex01",
+        "conflict message with the key stripped (blanks around it dropped)",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key.strip()} was first used with {known[:12]}")
+            return False
+    """,
+    ),
+    (
+        # A UUID's .int or a 128-bit id "made safe" as text: 2**64 and '18446744073709551616' alike.
+        "ex01",
+        "fingerprint of ints past 2**63 written as text (too wide for a BIGINT column)",
+        "fingerprint_matches_the_contract",
+        """
+        def _wide_as_text(value):
+            if isinstance(value, dict):
+                return {k: _wide_as_text(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_wide_as_text(v) for v in value]
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
+                return str(value)
+            return value
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _wide_as_text(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        # "Nothing to fingerprint": the store holds '' where a worker compares
+        # payload_fingerprint({}).
+        "ex01",
+        "accept stores '' for an empty payload instead of its fingerprint",
+        "seen_maps_keys_to_fingerprints",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload) if payload else ""
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with {known[:12]}")
+            return False
+    """,
+    ),
 ]
 
 
@@ -5591,6 +5694,22 @@ SAYS: dict[str, str] = {
     "fingerprint with default= writing bytes as base64 text (b'INV-7' and 'SU5WLTc=')": (
         "their base64 text"
     ),
+    "key with the tabs in the id made four blanks ('INV<tab>7' and 'INV    7' share a key)": (
+        "'INV    7'"
+    ),
+    "accept remembers keys with their tabs made four blanks": ("'billing:INV    7:charge:v1'"),
+    "conflict message with the key's blanks collapsed to one line (' '.join(key.split()))": (
+        "'crm:Ana  Maria:sync:v1'"
+    ),
+    "conflict message with the key stripped (blanks around it dropped)": (
+        "'  billing:7:charge:v1  '"
+    ),
+    "fingerprint of ints past 2**63 written as text (too wide for a BIGINT column)": (
+        "18446744073709551623"
+    ),
+    "accept stores '' for an empty payload instead of its fingerprint": (
+        "seen['billing:45:charge:v1'] == payload_fingerprint(payload)"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -5820,6 +5939,8 @@ SEVERE = [
     "key with HTML entities in the id decoded (html.unescape: 'R&amp;D-7' and 'R&D-7')",
     "key with soft hyphens dropped from the id ('INV\\xad7' and 'INV7' share a key)",
     "key with trailing dots stripped off the id (rstrip('.'): 'INV-7.' and 'INV-7')",
+    "key with the tabs in the id made four blanks ('INV<tab>7' and 'INV    7' share a key)",
+    "accept remembers keys with their tabs made four blanks",
 ]
 
 

@@ -3323,6 +3323,24 @@ ZOO: list[tuple[str, str, str, str]] = [
                     return True
     """,
     ),
+    (
+        "ex07",
+        # A late success taken as "the breaker was touched": the cooldown starts again, and
+        # slow calls that keep succeeding keep the trial from ever going out.
+        "a late success while open starts the cooldown again (opened_at = now)",
+        "a_late_success_keeps_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                with self._lock:
+                    if self.state == "open":
+                        self.opened_at = self.clock.now()
+                        return
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
@@ -3667,6 +3685,9 @@ SAYS: dict[str, str] = {
     ),
     "the cooldown rounded to the hundredth of a second in __init__ (round(cooldown_s, 2))": (
         "(62.5 ms): allow() False a quarter"
+    ),
+    "a late success while open starts the cooldown again (opened_at = now)": (
+        "30 s after the opening) allow() True"
     ),
 }
 

@@ -2495,6 +2495,37 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        # A finished job delivered again after the deploy: the upsert moves its row to the
+        # new version, though it ran (and a resume would follow) the first one's steps.
+        "ex14",
+        "the job upserted with the call's version once it is no longer running",
+        "the_jobs_row_keeps_its_first_policy_version",
+        _edit(
+            RUN_ORDER,
+            (
+                '" ON CONFLICT (order_id) DO NOTHING"',
+                '" ON CONFLICT (order_id) DO UPDATE SET policy_version = excluded.policy_version"'
+                '" WHERE state <> \'running\'"',
+            ),
+        ),
+    ),
+    (
+        # Killed between the release and its checkpoint, the resume finds the release
+        # done in the ledger and leaves it unchecked: every later delivery goes back.
+        "ex14",
+        "a release found done ({'skipped': key}) never checkpointed",
+        "a_finished_job_calls_nothing_again",
+        _edit(
+            RUN_ORDER,
+            (
+                '            checkpoint("release", json.dumps(do_step(world, order, "release")))',
+                '            reply = do_step(world, order, "release")\n'
+                '            if "skipped" not in reply:\n'
+                '                checkpoint("release", json.dumps(reply))',
+            ),
+        ),
+    ),
 ]
 
 
@@ -2612,6 +2643,12 @@ SEVERE = [
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "a release found done ({'skipped': key}) never checkpointed": (
+        "a resume that found it done"
+    ),
+    "the job upserted with the call's version once it is no longer running": (
+        "still holding policy_version"
+    ),
     "the steps done read from the latest checkpoint, placed in the call's policy": (
         "policy_version=1) to run"
     ),

@@ -211,6 +211,12 @@ ODD_KEYS = [
     "promo:50%d:apply:v1",
     "promo:100%s:apply:v1",
     "crm:d'Ávila:sync:v1",
+    # Blanks as given: a message "tidied" to one line (' '.join(key.split())) names
+    # another key.
+    "crm:Ana  Maria:sync:v1",
+    # Blanks at the ends too (a source given as '  billing'): a message with the key
+    # stripped names another one.
+    "  billing:7:charge:v1  ",
     # A long key, as real ids and actions make them: a message that shows only its first
     # characters does not name it.
     "billing:INV-2026-000000042:charge-and-capture:v12",
@@ -231,9 +237,11 @@ def seen_maps_keys_to_fingerprints(ns: Namespace) -> None:
     # the payload as given, not of a copy "cleaned" of None, blanks or the key.
     third = "billing:44:charge:v1"
     sparse = {"invoice": 44, "note": None, "coupon": "", "idempotency_key": third}
+    # And the empty payload: its fingerprint is the one of '{}', not a '' stored for it.
+    fourth = "billing:45:charge:v1"
     run = ns.harness(
         HARNESS + "accept_calls",
-        [[key, REORDERED], [other, ORDER], [third, dict(sparse)]],
+        [[key, REORDERED], [other, ORDER], [third, dict(sparse)], [fourth, {}]],
         {key: fp},
     )
     first, new = (r.get("returned", _said(r)) for r in run["results"][:2])
@@ -265,5 +273,18 @@ def seen_maps_keys_to_fingerprints(ns: Namespace) -> None:
             "store payload_fingerprint(payload) itself: a fingerprint of a copy without "
             "its None or blank fields, or without its key, is not what the store compares "
             "with after a restart"
+        ),
+    )
+    empty_fp = ns.payload_fingerprint({})
+    expect(
+        run["seen"].get(fourth) == repr(empty_fp),
+        _("seen[{key}] == payload_fingerprint(payload), {fingerprint}...").format(
+            key=repr(fourth), fingerprint=empty_fp[:16]
+        ),
+        run["seen"].get(fourth, _("nothing stored")),
+        _(
+            "store payload_fingerprint(payload) for every payload, the empty one too: a '' "
+            "or None stored for {} is not the fingerprint a worker compares with after a "
+            "restart, and it calls the same empty payload a conflict"
         ),
     )

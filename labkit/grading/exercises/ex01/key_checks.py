@@ -212,6 +212,7 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("billing.eu", 42, "charge", 1), ("billing.us", 42, "charge", 1)),
     (("billing", "INV  7", "charge", 1), ("billing", "INV 7", "charge", 1)),
     (("billing", "INV\t7", "charge", 1), ("billing", "INV 7", "charge", 1)),
+    (("billing", "INV\t7", "charge", 1), ("billing", "INV    7", "charge", 1)),
     (("shop/eu", 42, "charge", 1), ("shop-eu", 42, "charge", 1)),
     # A source tidied like a path ('/' stripped off its ends): 'shop/' is another source.
     (("shop/", 42, "charge", 1), ("shop", 42, "charge", 1)),
