@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
+from labkit.grading.exercises.ex01.built_ids import naive, number, shown
 from labkit.grading.exercises.ex01.edges import (
     LONG_PATIENCE,
     MANY_ITEMS,
@@ -416,6 +417,43 @@ def an_id_equal_to_an_int_keeps_its_key(ns: Namespace) -> None:
                 "the dashes, so the UUID and its text share one key (uuid.hex drops them)"
             ),
         )
+    _decimal_ids(ns)
+
+
+#: A Decimal id (a NUMERIC column as a database driver reads it) beside an int, and beside
+#: another Decimal: (first, second, the same entity?). Decimal(4200) is the int's invoice
+#: (a key of Decimal.normalize() writes it 4.2E+3); Decimal('42.4') is not Decimal('42')
+#: (a key of quantize(Decimal(1)) makes it one).
+DECIMAL_IDS: list[tuple[Any, Any, bool]] = [
+    (number("4200"), 4200, True),
+    (number("42.4"), number("42"), False),
+]
+
+
+def _decimal_ids(ns: Namespace) -> None:
+    """``DECIMAL_IDS`` keyed as str() writes them: one key for one entity, two for two."""
+    intents = [["billing", entity, "charge"] for pair in DECIMAL_IDS for entity in pair[:2]]
+    got = ns.harness(HARNESS + "keys_of_built_intents", intents)
+    for n, (first, second, same) in enumerate(DECIMAL_IDS):
+        a, b = got[2 * n], got[2 * n + 1]
+        if any({"ValueError", "TypeError"} & set(r.get("raised", ())) for r in (a, b)):
+            continue  # an id type refused loudly: no second key, none shared
+        keys = (a.get("returned"), b.get("returned"))
+        first_id, second_id = shown([first])[1:-2], shown([second])[1:-2]
+        expect(
+            "returned" in a and "returned" in b and (keys[0] == keys[1]) == same,
+            (
+                _("one key for the ids {first} and {second}, {key}")
+                if same
+                else _("different keys for the entity ids {first} and {second}")
+            ).format(first=first_id, second=second_id, key=repr(keys[1])),
+            _("{first} and {second}").format(first=_said(a), second=_said(b)),
+            _(
+                "write the entity id as str() writes it: str(Decimal(4200)) is '4200', the "
+                "int's key (Decimal.normalize() writes 4.2E+3), and str(Decimal('42.4')) "
+                "keeps its decimals (quantize() or int() makes it the id 42)"
+            ),
+        )
 
 
 #: An entity id as a UUID's text (lower case, with its dashes, as str() writes a UUID).
@@ -506,25 +544,32 @@ def _ids_written_whole(ns: Namespace) -> None:
     severe=True,
 )
 def key_is_the_same_on_another_machine(ns: Namespace) -> None:
-    got = ns.harness("labkit.grading.exercises.ex01.harness:keys_on_another_machine", SAMPLE_CALLS)
-    for args, here, there in zip(SAMPLE_CALLS, got["here"], got["there"], strict=True):
+    calls = [*SAMPLE_CALLS, *MACHINE_CALLS]
+    got = ns.harness("labkit.grading.exercises.ex01.harness:keys_on_another_machine", calls)
+    for args, here, there in zip(calls, got["here"], got["there"], strict=True):
         expect(
             here == there,
             _(
                 "the same key for {args} on another machine (another host name, network "
                 "card, user, user id, home and working folder, time zone and language)"
-            ).format(args=args),
+            ).format(args=_call_shown(args)),
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
+            _(
+                "write a datetime id as str() writes it: a naive datetime (a nightly run's "
+                "wall time) turned into an instant with .timestamp() or .astimezone() is "
+                "read in the worker's time zone, so a worker in another zone makes another "
+                "key and a retry there runs again"
+            )
+            if args in MACHINE_CALLS
+            else None,
         )
-    for args, here, there in zip(
-        SAMPLE_CALLS, got["here"], got["started"] or got["here"], strict=True
-    ):
+    for args, here, there in zip(calls, got["here"], got["started"] or got["here"], strict=True):
         expect(
             here == there,
             _(
                 "the same key for {args} in a worker started on another machine (the "
                 "notebook's cells run again there, as a worker imports its module)"
-            ).format(args=args),
+            ).format(args=_call_shown(args)),
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
             _(
                 "nothing about the worker may go into the key, not even read once at import: "
@@ -535,6 +580,17 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
                 "from one to another, and a retry that lands on another one runs again"
             ),
         )
+
+
+#: Intents a key may read in the machine's time zone: a naive datetime id (a nightly run's
+#: date and wall time) written through .timestamp() or .astimezone() is taken as the
+#: worker's local time, so a worker in another zone makes another key.
+MACHINE_CALLS: list[list[Any]] = [["cron", naive(2026, 12, 4, 2, 30), "nightly-report"]]
+
+
+def _call_shown(args: list[Any]) -> Any:
+    """A call's arguments as a message shows them: built ids as Python writes them."""
+    return shown(args) if args in MACHINE_CALLS else args
 
 
 @CHECKS.add(

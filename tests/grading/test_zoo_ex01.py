@@ -4865,6 +4865,112 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        # A cron job keyed by its run's instant, "made compact" as Unix time: a naive
+        # datetime is read in the worker's zone.
+        "ex01",
+        "a naive datetime id written as int(dt.timestamp()) (read in the worker's time zone)",
+        "key_is_the_same_on_another_machine",
+        """
+        import datetime as _dt
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.datetime):
+                entity_id = int(entity_id.timestamp())
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # "Always UTC in keys": astimezone() takes a naive datetime for the worker's local time.
+        "ex01",
+        "a datetime id written in UTC with astimezone() (a naive one read in the worker's zone)",
+        "key_is_the_same_on_another_machine",
+        """
+        import datetime as _dt
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.datetime):
+                entity_id = entity_id.astimezone(_dt.timezone.utc).isoformat()
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # A daily job's key "by day": a second run the same day, another intent, is skipped.
+        "ex01",
+        'a datetime id written as its date (two runs on one day share a key)',
+        "key_names_the_intent",
+        """
+        import datetime as _dt
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.datetime):
+                entity_id = entity_id.date().isoformat()
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # A readable timestamp in the key: two instants within one second share it.
+        "ex01",
+        'a datetime id written to the second with strftime (its microseconds dropped)',
+        "key_names_the_intent",
+        """
+        import datetime as _dt
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.datetime):
+                entity_id = entity_id.strftime("%Y-%m-%dT%H:%M:%S")
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # A zone "normalised away": 02:30 UTC and 02:30 in Tokyo are two instants, one key.
+        "ex01",
+        'an aware datetime id written with its zone dropped (replace(tzinfo=None))',
+        "key_names_the_intent",
+        """
+        import datetime as _dt
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.datetime):
+                entity_id = entity_id.replace(tzinfo=None).isoformat()
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # A NUMERIC column's Decimal "tidied" of its trailing zeros: the int's invoice
+        # gets a second key.
+        "ex01",
+        "a Decimal id normalised (Decimal.normalize(): 4200 written '4.2E+3')",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        from decimal import Decimal
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, Decimal):
+                entity_id = entity_id.normalize()
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # A weekly bucket in the key: a daily job's second day is skipped as a repeat.
+        "ex01",
+        "a date id written as its week (strftime('%Y-W%W'): two days of one week share a key)",
+        "key_names_the_intent",
+        """
+        import datetime as _dt
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.date) and not isinstance(entity_id, _dt.datetime):
+                entity_id = entity_id.strftime("%Y-W%W")
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        # A NUMERIC id made an integer for an integer column: two entities, one key.
+        "ex01",
+        "a Decimal id rounded with quantize(Decimal(1)) (Decimal('42.4') and 42 share a key)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        from decimal import Decimal
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, Decimal):
+                entity_id = entity_id.quantize(Decimal(1))
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
         # Tabs expanded as an editor does, for aligned logs.
         "ex01",
         "key with the tabs in the id made four blanks ('INV<tab>7' and 'INV    7' share a key)",
@@ -5694,6 +5800,28 @@ SAYS: dict[str, str] = {
     "fingerprint with default= writing bytes as base64 text (b'INV-7' and 'SU5WLTc=')": (
         "their base64 text"
     ),
+    "a naive datetime id written as int(dt.timestamp()) (read in the worker's time zone)": (
+        "on another machine"
+    ),
+    "a datetime id written in UTC with astimezone() (a naive one read in the worker's zone)": (
+        "on another machine"
+    ),
+    "a datetime id written as its date (two runs on one day share a key)": (
+        "datetime.datetime(2026, 12, 4, 14, 30)"
+    ),
+    "a datetime id written to the second with strftime (its microseconds dropped)": ("250000"),
+    "an aware datetime id written with its zone dropped (replace(tzinfo=None))": (
+        "tzinfo=datetime.timezone.utc"
+    ),
+    "a Decimal id normalised (Decimal.normalize(): 4200 written '4.2E+3')": (
+        "Decimal('4200') and 4200"
+    ),
+    "a date id written as its week (strftime('%Y-W%W'): two days of one week share a key)": (
+        "datetime.date(2026, 12, 2)"
+    ),
+    "a Decimal id rounded with quantize(Decimal(1)) (Decimal('42.4') and 42 share a key)": (
+        "Decimal('42.4')"
+    ),
     "key with the tabs in the id made four blanks ('INV<tab>7' and 'INV    7' share a key)": (
         "'INV    7'"
     ),
@@ -5939,6 +6067,14 @@ SEVERE = [
     "key with HTML entities in the id decoded (html.unescape: 'R&amp;D-7' and 'R&D-7')",
     "key with soft hyphens dropped from the id ('INV\\xad7' and 'INV7' share a key)",
     "key with trailing dots stripped off the id (rstrip('.'): 'INV-7.' and 'INV-7')",
+    "a naive datetime id written as int(dt.timestamp()) (read in the worker's time zone)",
+    "a datetime id written in UTC with astimezone() (a naive one read in the worker's zone)",
+    "a datetime id written as its date (two runs on one day share a key)",
+    "a datetime id written to the second with strftime (its microseconds dropped)",
+    "an aware datetime id written with its zone dropped (replace(tzinfo=None))",
+    "a Decimal id normalised (Decimal.normalize(): 4200 written '4.2E+3')",
+    "a date id written as its week (strftime('%Y-W%W'): two days of one week share a key)",
+    "a Decimal id rounded with quantize(Decimal(1)) (Decimal('42.4') and 42 share a key)",
     "key with the tabs in the id made four blanks ('INV<tab>7' and 'INV    7' share a key)",
     "accept remembers keys with their tabs made four blanks",
 ]
@@ -6529,6 +6665,47 @@ RIGHT: list[tuple[str, str, str]] = [
             if known == fp:
                 return False
             raise IdempotencyConflict(f"idempotency key {key} reused with a different payload")
+    """,
+    ),
+    # A datetime id written with isoformat() ('T' between date and time, not str()'s
+    # blank): its zone and microseconds kept, and a naive one left naive, read in no zone.
+    (
+        "a datetime id written with isoformat() (readable, its zone and microseconds kept)",
+        "key_names_the_intent",
+        """
+        import datetime as _dt
+
+
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.datetime):
+                entity_id = entity_id.isoformat()
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "a datetime id written with isoformat(), a naive one left naive (no zone read)",
+        "key_is_the_same_on_another_machine",
+        """
+        import datetime as _dt
+
+
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, _dt.datetime):
+                entity_id = entity_id.isoformat()
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "a Decimal id written with format(id, 'f') (no exponent, its decimals kept)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        from decimal import Decimal
+
+
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, Decimal):
+                entity_id = format(entity_id, "f")
+            return f"{source}:{entity_id}:{action}:v{version}"
     """,
     ),
 ]

@@ -23,6 +23,7 @@ from labkit.grading.exercises.common import fresh_state, need, outcome, plain
 from labkit.grading.exercises.elsewhere import on_another_machine
 
 # A bound on `seen` counted in calls, met cheaply (``caps``): harness functions, named here.
+from labkit.grading.exercises.ex01.built_ids import built
 from labkit.grading.exercises.ex01.caps import accept_past_calls as accept_past_calls
 from labkit.grading.exercises.ex01.caps import ints_written_in as ints_written_in
 from labkit.grading.exercises.ex01.edges import (
@@ -98,7 +99,7 @@ def _keys_from_the_cells_run_again(
         key = None if again is None else again.get("operation_key")
         if not callable(key):
             return None
-        return [plain(key(*args)) for args in calls]
+        return [plain(key(*map(built, args))) for args in calls]
 
 
 #: The module a worker over there imports the notebook's code as (its ``__name__``).
@@ -124,9 +125,9 @@ def keys_on_another_machine(
     import, the host name, the process id or ``__name__``, is read anew in each worker),
     None when the namespace does not know its cells."""
     with fresh_state(values):
-        here = [plain(need(values, "operation_key")(*args)) for args in calls]
+        here = [plain(need(values, "operation_key")(*map(built, args))) for args in calls]
         with _as_a_worker_over_there(values):
-            there = [plain(need(values, "operation_key")(*args)) for args in calls]
+            there = [plain(need(values, "operation_key")(*map(built, args))) for args in calls]
         started = _keys_from_the_cells_run_again(
             values, calls, partial(_as_a_worker_over_there, {}), module=WORKER_MODULE
         )
@@ -432,6 +433,14 @@ def keys_of_ids_equal_to_an_int(values: MutableMapping[str, Any]) -> list[list[A
     with fresh_state(values):
         key = need(values, "operation_key")
         return [[what, outcome(key, "billing", value, "charge")] for what, value in ids]
+
+
+def keys_of_built_intents(values: MutableMapping[str, Any], intents: list[list[Any]]) -> list[Any]:
+    """The outcome of ``operation_key(*intent)`` for each intent, its datetime, date and
+    Decimal ids built here from their descriptions (``built_ids``)."""
+    with fresh_state(values):
+        key = need(values, "operation_key")
+        return [outcome(key, *map(built, intent)) for intent in intents]
 
 
 def keys_of_a_uuid_id(values: MutableMapping[str, Any], text: str) -> list[Any]:

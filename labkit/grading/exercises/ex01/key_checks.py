@@ -11,12 +11,14 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Namespace, StudentRaised, expect
+from labkit.grading.exercises.ex01.built_ids import aware, day, naive, shown
 from labkit.grading.exercises.ex01.intents import (
     _WORD,
     CHECKS,
     HARNESS,
     INTENTS,
     SAMPLE_CALLS,
+    _said,
 )
 from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.killsweep import scene_seeds
@@ -96,6 +98,7 @@ def key_names_the_intent(ns: Namespace) -> None:
 
     for pair in (*TWINS, *COLON_TWINS):
         two_intents(pair)
+    _built_twins_differ(ns)
     # An int id zero-padded to a width ('0000000042' for 42, to make keys sort): a text id
     # written that way is another intent, whatever the width.
     for n in (0, 7, 42, 31_337):
@@ -105,6 +108,47 @@ def key_names_the_intent(ns: Namespace) -> None:
         CASE_PAIRS, LONG_ID_PAIRS, FOLDED_PAIRS, PADDED_PAIRS, st.tuples(INTENTS, INTENTS)
     )
     holds_for(pairs, two_intents, 60)
+
+
+#: Two intents whose entity ids are objects, built beside the student's code
+#: (``built_ids``): a nightly run's instant written whole (its date alone, or its time cut
+#: to the second, gives two runs one key), a day written as itself (not as its week), and
+#: one wall time in two zones, two instants (a key with the zone dropped gives them one).
+BUILT_TWINS: list[tuple[list[Any], list[Any]]] = [
+    (["cron", naive(2026, 12, 4, 2, 30), "nightly-report", 1],
+     ["cron", naive(2026, 12, 4, 14, 30), "nightly-report", 1]),
+    (["cron", naive(2026, 12, 4, 2, 30), "nightly-report", 1],
+     ["cron", naive(2026, 12, 4, 2, 30, 0, 250_000), "nightly-report", 1]),
+    (["cron", day(2026, 12, 1), "daily-report", 1],
+     ["cron", day(2026, 12, 2), "daily-report", 1]),
+    (["cron", aware(0, 2026, 12, 4, 2, 30), "nightly-report", 1],
+     ["cron", aware(9 * 60, 2026, 12, 4, 2, 30), "nightly-report", 1]),
+]  # fmt: skip
+
+
+def _built_twins_differ(ns: Namespace) -> None:
+    """``BUILT_TWINS`` get two keys each (or are refused loudly, ValueError or TypeError)."""
+    intents = [intent for pair in BUILT_TWINS for intent in pair]
+    got = ns.harness(HARNESS + "keys_of_built_intents", intents)
+    for n, (first, second) in enumerate(BUILT_TWINS):
+        a, b = got[2 * n], got[2 * n + 1]
+        if any({"ValueError", "TypeError"} & set(r.get("raised", ())) for r in (a, b)):
+            continue  # refused loudly: no key, so no key shared either
+        expect(
+            "returned" in a and "returned" in b and a["returned"] != b["returned"],
+            _("different keys for {first} and {second}").format(
+                first=shown(first), second=shown(second)
+            ),
+            _said(b if "returned" in a else a)
+            if not ("returned" in a and "returned" in b)
+            else _("{key} for both").format(key=repr(a["returned"])),
+            _(
+                "write the entity id as str() writes it, whatever its type: a datetime id "
+                "is its date and time to the microsecond, with its zone when it has one; "
+                "its date alone, its time to the second or the zone dropped gives two "
+                "runs one key, and the second one is skipped as a repeat"
+            ),
+        )
 
 
 #: What ``_key_or_refusal`` answers for an intent that operation_key refused with an error.
