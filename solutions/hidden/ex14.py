@@ -1763,6 +1763,13 @@ def _a_key_conflict_is_raised_in(ns: Namespace, paid: dict[str, Any], worded: in
         )
 
 
+def _ex14h_job_rows(folder: Path) -> list[tuple[Any, Any]]:
+    """``ORDER``'s rows of ``step_jobs`` as (policy_version, state)."""
+    with reading(folder / "steps.db") as conn:
+        rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
+    return [(r["policy_version"], r["state"]) for r in rows]
+
+
 @CHECKS.add(
     1,
     "the job's row keeps the policy_version of its first run to its end: a job resumed "
@@ -1774,9 +1781,7 @@ def the_jobs_row_keeps_its_first_policy_version(ns: Namespace) -> None:
         with scene(ns) as folder:
             run(ns, folder, ORDER, first, crash_after="payments.charge")
             run(ns, folder, ORDER, then)
-            with reading(folder / "steps.db") as conn:
-                rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
-            stored = [(r["policy_version"], r["state"]) for r in rows]
+            stored = _ex14h_job_rows(folder)
             expect(
                 stored == [(first, "done")],
                 _(
@@ -1790,9 +1795,7 @@ def the_jobs_row_keeps_its_first_policy_version(ns: Namespace) -> None:
             # The finished job delivered once more after the deploy: its INSERT finds the
             # row, and an upsert that moves a finished job to the call's version lies.
             run(ns, folder, ORDER, then)
-            with reading(folder / "steps.db") as conn:
-                rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
-            stored = [(r["policy_version"], r["state"]) for r in rows]
+            stored = _ex14h_job_rows(folder)
             expect(
                 stored == [(first, "done")],
                 _(
@@ -1811,9 +1814,7 @@ def the_jobs_row_keeps_its_first_policy_version(ns: Namespace) -> None:
             run(ns, folder, ORDER, first, crash_after="ledger.transaction()")
             with_declines(folder)
             run(ns, folder, ORDER, then)
-            with reading(folder / "steps.db") as conn:
-                rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
-            stored = [(r["policy_version"], r["state"]) for r in rows]
+            stored = _ex14h_job_rows(folder)
             expect(
                 stored == [(first, "failed")],
                 _(
