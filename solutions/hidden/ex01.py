@@ -7,14 +7,21 @@ import json
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
-from labkit.grading.exercises.ex01.built_ids import naive, number, shown
+from labkit.grading.exercises.ex01.built_ids import naive, number, shown, shown_id
 from labkit.grading.exercises.ex01.edges import (
     LONG_PATIENCE,
     MANY_ITEMS,
     MOST_ITEMS,
     past_every_cut,
 )
-from labkit.grading.exercises.ex01.intents import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
+from labkit.grading.exercises.ex01.intents import (
+    INTENTS,
+    PAYLOADS,
+    SAMPLE_CALLS,
+    _said,
+    answered,
+    built_key_pairs,
+)
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.lang import _
 
@@ -432,21 +439,18 @@ DECIMAL_IDS: list[tuple[Any, Any, bool]] = [
 
 def _decimal_ids(ns: Namespace) -> None:
     """``DECIMAL_IDS`` keyed as str() writes them: one key for one entity, two for two."""
-    intents = [["billing", entity, "charge"] for pair in DECIMAL_IDS for entity in pair[:2]]
-    got = ns.harness(HARNESS + "keys_of_built_intents", intents)
-    for n, (first, second, same) in enumerate(DECIMAL_IDS):
-        a, b = got[2 * n], got[2 * n + 1]
-        if any({"ValueError", "TypeError"} & set(r.get("raised", ())) for r in (a, b)):
-            continue  # an id type refused loudly: no second key, none shared
-        keys = (a.get("returned"), b.get("returned"))
-        first_id, second_id = shown([first])[1:-2], shown([second])[1:-2]
+    pairs = [(["billing", first, "charge"], ["billing", second, "charge"])
+             for first, second, _same in DECIMAL_IDS]  # fmt: skip
+    for n, a, b in built_key_pairs(ns, pairs):
+        first, second, same = DECIMAL_IDS[n]
+        both = "returned" in a and "returned" in b
         expect(
-            "returned" in a and "returned" in b and (keys[0] == keys[1]) == same,
+            both and (a["returned"] == b["returned"]) == same,
             (
                 _("one key for the ids {first} and {second}, {key}")
                 if same
                 else _("different keys for the entity ids {first} and {second}")
-            ).format(first=first_id, second=second_id, key=repr(keys[1])),
+            ).format(first=shown_id(first), second=shown_id(second), key=repr(b.get("returned"))),
             _("{first} and {second}").format(first=_said(a), second=_said(b)),
             _(
                 "write the entity id as str() writes it: str(Decimal(4200)) is '4200', the "
@@ -454,7 +458,6 @@ def _decimal_ids(ns: Namespace) -> None:
                 "keeps its decimals (quantize() or int() makes it the id 42)"
             ),
         )
-
 
 #: An entity id as a UUID's text (lower case, with its dashes, as str() writes a UUID).
 ENTITY_UUID = "0f8e4c2a-7b1d-4e9a-9c3f-5a6b7c8d9e0f"

@@ -41,14 +41,24 @@ def shown(intent: Any) -> str:
     return repr(tuple(built(part) for part in intent))
 
 
+def shown_id(part: Any) -> str:
+    """One part (an entity id) as Python writes it, built when it is described."""
+    return repr(built(part))
+
+
+def _moment(when: tuple[int, ...], zone: int | None) -> dict[str, list[Any]]:
+    """A datetime's description: ``when`` from the year on, the rest of it 0."""
+    return {"$datetime": [*when, *[0] * (7 - len(when)), zone]}
+
+
 def naive(*when: int) -> dict[str, list[Any]]:
     """A naive datetime's description."""
-    return {"$datetime": [*when, *[0] * (7 - len(when)), None]}
+    return _moment(when, None)
 
 
 def aware(zone_minutes: int, *when: int) -> dict[str, list[Any]]:
     """An aware datetime's description, ``zone_minutes`` east of UTC."""
-    return {"$datetime": [*when, *[0] * (7 - len(when)), zone_minutes]}
+    return _moment(when, zone_minutes)
 
 
 def day(*when: int) -> dict[str, list[Any]]:

@@ -4,11 +4,12 @@ calls they draw, and how an ``accept`` call's answer is read."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks import Checks, expect
+from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.helpers import raised_text
 from labkit.lang import _
 
@@ -73,3 +74,18 @@ def _said(result: dict[str, Any]) -> str:
     if "raised" in result:
         return raised_text(result)
     return _("returned {value}").format(value=repr(result.get("returned")))
+
+
+def built_key_pairs(
+    ns: Namespace, pairs: list[tuple[list[Any], list[Any]]]
+) -> Iterator[tuple[int, dict[str, Any], dict[str, Any]]]:
+    """``(n, first, second)``: the outcomes of ``operation_key`` for the ``n``-th pair of
+    intents, their datetime, date and Decimal ids built beside the student's code
+    (``built_ids``), in one harness call. A pair either of whose intents was refused
+    loudly (ValueError or TypeError) is left out: no key, so no key shared either."""
+    intents = [intent for pair in pairs for intent in pair]
+    got = ns.harness(HARNESS + "keys_of_built_intents", intents)
+    for n in range(len(pairs)):
+        first, second = got[2 * n], got[2 * n + 1]
+        if not any({"ValueError", "TypeError"} & set(r.get("raised", ())) for r in (first, second)):
+            yield n, first, second

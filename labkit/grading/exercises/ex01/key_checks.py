@@ -19,6 +19,7 @@ from labkit.grading.exercises.ex01.intents import (
     INTENTS,
     SAMPLE_CALLS,
     _said,
+    built_key_pairs,
 )
 from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.killsweep import scene_seeds
@@ -128,20 +129,17 @@ BUILT_TWINS: list[tuple[list[Any], list[Any]]] = [
 
 def _built_twins_differ(ns: Namespace) -> None:
     """``BUILT_TWINS`` get two keys each (or are refused loudly, ValueError or TypeError)."""
-    intents = [intent for pair in BUILT_TWINS for intent in pair]
-    got = ns.harness(HARNESS + "keys_of_built_intents", intents)
-    for n, (first, second) in enumerate(BUILT_TWINS):
-        a, b = got[2 * n], got[2 * n + 1]
-        if any({"ValueError", "TypeError"} & set(r.get("raised", ())) for r in (a, b)):
-            continue  # refused loudly: no key, so no key shared either
+    for n, a, b in built_key_pairs(ns, BUILT_TWINS):
+        first, second = BUILT_TWINS[n]
+        both = "returned" in a and "returned" in b
         expect(
-            "returned" in a and "returned" in b and a["returned"] != b["returned"],
+            both and a["returned"] != b["returned"],
             _("different keys for {first} and {second}").format(
                 first=shown(first), second=shown(second)
             ),
-            _said(b if "returned" in a else a)
-            if not ("returned" in a and "returned" in b)
-            else _("{key} for both").format(key=repr(a["returned"])),
+            _("{key} for both").format(key=repr(a["returned"]))
+            if both
+            else _said(b if "returned" in a else a),
             _(
                 "write the entity id as str() writes it, whatever its type: a datetime id "
                 "is its date and time to the microsecond, with its zone when it has one; "
